@@ -1,0 +1,39 @@
+"""Batch-system adapters, installed as ``coorm_bridge.adapters``.
+
+:mod:`coorm_bridge.adapters.base` defines the interface every adapter implements (mock, Slurm,
+OAR) and the typed errors the bridge reacts to.
+"""
+
+from coorm_bridge.adapters.base import (
+    Adapter,
+    AdapterError,
+    ClusterSnapshot,
+    Job,
+    JobSpec,
+    JobState,
+    Node,
+    NodeState,
+    PlatformSnapshot,
+    Refused,
+    Reservation,
+    ReservationHandle,
+    ReservationSpec,
+    Unavailable,
+)
+
+__all__ = [
+    "Adapter",
+    "AdapterError",
+    "ClusterSnapshot",
+    "Job",
+    "JobSpec",
+    "JobState",
+    "Node",
+    "NodeState",
+    "PlatformSnapshot",
+    "Refused",
+    "Reservation",
+    "ReservationHandle",
+    "ReservationSpec",
+    "Unavailable",
+]
