@@ -1,0 +1,345 @@
+"""The CooRM policy (paper §III-C, slides "RMS scheduling algorithm"): FCFS by subscription order
+with conservative backfilling, ghosts that hold a finished application's hosts for ``fair_start``.
+
+The engine is a deterministic function of (free hosts per cluster, application table, now): the
+caller persists states and talks to launchers and batch systems. It keeps a memo of the previous
+pass only to go faster: an application is recomputed only when the profiles of the clusters it
+asks for, or its request, differ from last time, so a new request at the end of a long queue costs
+one application, not the whole queue. Results never depend on the memo (tested).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Annotated, Self
+
+from pydantic import Field, model_validator
+
+from coorm_bridge.model import AppState, Frozen, Name, Request, Time
+from coorm_bridge.profile import Profile, earliest_common_start
+
+#: States the policy still places (they get a view and, with a request, an estimated start).
+PLACED = (AppState.SUBMITTED, AppState.REQUEST_SENT, AppState.WAITING)
+#: States whose hosts are held (by the application itself, or by its ghost).
+HOLDING = (AppState.STARTED, AppState.FINISH_SENT, AppState.GHOST)
+
+
+class PolicyConfig(Frozen):
+    """``[policy]`` in the configuration."""
+
+    interval: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    """Re-policy interval: a pass runs at most once per this many seconds."""
+    fair_start: Annotated[int, Field(ge=0, strict=True)] = 30
+    """Seconds a finished application's hosts stay held (its ghost)."""
+
+
+class Application(Frozen):
+    """One row of the application table, as the policy needs it."""
+
+    id: Name
+    order: Annotated[int, Field(ge=0, strict=True)]
+    """Subscription order: the implicit priority (lower goes first)."""
+    clusters: tuple[Name, ...]
+    """The clusters its filter let through: what its view covers."""
+    state: AppState = AppState.SUBMITTED
+    request: Request | None = None
+    started_at: Time | None = None
+    done_at: Time | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        if self.request is not None:
+            outside = sorted(set(self.request.clusters) - set(self.clusters))
+            if outside:
+                raise ValueError(f"request names clusters outside the view: {', '.join(outside)}")
+        if self.state in (AppState.REQUEST_SENT, AppState.WAITING, *HOLDING) and not self.request:
+            raise ValueError(f"an application in state {self.state} has a request")
+        if self.state in HOLDING and self.started_at is None:
+            raise ValueError(f"an application in state {self.state} has a start time")
+        if self.state in (AppState.FINISH_SENT, AppState.GHOST) and (
+            self.done_at is None or self.started_at is None or self.done_at < self.started_at
+        ):
+            raise ValueError("a finished application has a done time, not before its start")
+        return self
+
+    def hold_end(self, fair_start: int) -> int:
+        """Until when its hosts are held: its allocation, or its ghost (never beyond either)."""
+        assert self.request is not None
+        assert self.started_at is not None
+        end = self.started_at + self.request.duration
+        return end if self.done_at is None else min(self.done_at + fair_start, end)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What one pass decided for one application."""
+
+    state: AppState
+    estimated_start: int | None = None
+    """For placed applications: when its request starts (None: not yet asked, or never fits)."""
+    hold_until: int | None = None
+    """For started applications and ghosts: when their hosts are released."""
+    view_changed: bool = False
+
+
+@dataclass(slots=True)
+class Counters:
+    """The paper's cost measures, cumulated over passes."""
+
+    passes: int = 0
+    notifications: int = 0
+    computed_configurations: int = 0
+    """Distinct views handed to each application's selector (what a memoizing launcher runs)."""
+    recomputed: int = 0
+    """Earliest-start searches actually run (the rest were reused from the previous pass)."""
+
+
+@dataclass(frozen=True)
+class PassResult:
+    now: int
+    outcomes: dict[str, Outcome]
+    to_start: tuple[str, ...]
+    """Applications whose request starts now, in priority order."""
+    changed: tuple[str, ...]
+    """Placed applications whose view changed since the previous pass (to notify)."""
+    expired: tuple[str, ...]
+    """Started applications whose allocation ended without ``done`` (to kill)."""
+    free: dict[str, Profile]
+    """Free hosts once started applications and ghosts are subtracted (before placement)."""
+    recomputed: int
+    _clusters: tuple[str, ...] = field(repr=False)
+    _views: dict[str, tuple[tuple[int, ...], tuple[Profile, ...]]] = field(repr=False)
+
+    def view(self, app_id: str) -> dict[str, Profile]:
+        """The view of a placed application: free hosts left to it, per cluster it sees."""
+        indices, state = self._views[app_id]
+        return {self._clusters[i]: state[i] for i in indices}
+
+
+@dataclass(slots=True)
+class _Memo:
+    """What the previous pass computed for one application."""
+
+    request: Request | None
+    wanted: tuple[int, ...]
+    inputs: tuple[Profile, ...]
+    reserved: tuple[Profile, ...]
+    start: int | None
+    view: tuple[Profile, ...]
+    views: _Seen
+
+
+@dataclass(slots=True)
+class _Seen:
+    """The distinct views an application was handed; hashed only once a second one comes, so a
+    first pass over a long queue hashes nothing."""
+
+    first: tuple[Profile, ...] | None = None
+    hashes: set[int] = field(default_factory=set)
+
+    def add(self, view: tuple[Profile, ...]) -> bool:
+        """Record a view handed out; True when it is one not seen before."""
+        if self.first is None and not self.hashes:
+            self.first = view
+            return True
+        if self.first is not None:
+            self.hashes.add(hash(self.first))
+            self.first = None
+        key = hash(view)
+        if key in self.hashes:
+            return False
+        self.hashes.add(key)
+        return True
+
+
+class Policy:
+    """Runs passes; see the module docstring. One instance per bridge."""
+
+    def __init__(self, config: PolicyConfig | None = None) -> None:
+        self.config = config or PolicyConfig()
+        self.counters = Counters()
+        self._clusters: tuple[str, ...] = ()
+        self._base: tuple[Profile, ...] = ()
+        self._memo: dict[str, _Memo] = {}
+
+    def run(self, free: Mapping[str, Profile], apps: Iterable[Application], now: int) -> PassResult:
+        """One pass. ``free``: hosts the batch systems leave free (foreign load subtracted)."""
+        clusters = tuple(sorted(free))
+        if clusters != self._clusters:
+            self._clusters, self._base, self._memo = clusters, (), {}
+        index = {name: i for i, name in enumerate(clusters)}
+        table = sorted(apps, key=lambda app: app.order)
+        _check_unique(table)
+        outcomes, holding, expired = self._settle_holders(table, now)
+        state = self._base = self._make_base(free, holding, index, now)
+        to_start: list[str] = []
+        changed: list[str] = []
+        views: dict[str, tuple[tuple[int, ...], tuple[Profile, ...]]] = {}
+        memo: dict[str, _Memo] = {}
+        recomputed = 0
+        seen_of: dict[tuple[str, ...], tuple[int, ...]] = {}
+        for app in table:
+            if app.state not in PLACED:
+                continue
+            seen = seen_of.get(app.clusters)
+            if seen is None:
+                seen = seen_of[app.clusters] = tuple(index[c] for c in app.clusters if c in index)
+            views[app.id] = (seen, state)
+            old = self._memo.get(app.id)
+            entry = _Memo(app.request, (), (), (), None, state, old.views if old else _Seen())
+            if app.request is not None:
+                recomputed += self._place(app.request, entry, old, index, now)
+                if entry.start is not None:
+                    state = _replace(state, entry.wanted, entry.reserved)
+            new_state = AppState.WAITING if app.state is AppState.REQUEST_SENT else app.state
+            if entry.start is not None and entry.start <= now:
+                new_state = AppState.STARTED
+                to_start.append(app.id)
+            view_changed = old is None or _view_changed(old.view, entry.view, seen, now)
+            if view_changed and new_state is not AppState.STARTED:
+                changed.append(app.id)
+                if entry.views.add(tuple(entry.view[i] for i in seen)):
+                    self.counters.computed_configurations += 1
+            outcomes[app.id] = Outcome(new_state, entry.start, view_changed=view_changed)
+            memo[app.id] = entry
+        self._memo = memo
+        self.counters.passes += 1
+        self.counters.notifications += len(changed)
+        self.counters.recomputed += recomputed
+        return PassResult(
+            now=now,
+            outcomes=outcomes,
+            to_start=tuple(to_start),
+            changed=tuple(changed),
+            expired=tuple(expired),
+            free=dict(zip(clusters, self._base, strict=True)),
+            recomputed=recomputed,
+            _clusters=clusters,
+            _views=views,
+        )
+
+    def _settle_holders(
+        self, table: list[Application], now: int
+    ) -> tuple[dict[str, Outcome], list[Application], list[str]]:
+        """Steps 1-2 of the slides: done becomes ghost, expired ghosts finish; who still holds."""
+        outcomes: dict[str, Outcome] = {}
+        holding: list[Application] = []
+        expired: list[str] = []
+        for app in table:
+            if app.state not in HOLDING:
+                continue
+            hold_until = app.hold_end(self.config.fair_start)
+            started = app.state is AppState.STARTED
+            if hold_until > now:
+                held = AppState.STARTED if started else AppState.GHOST
+                outcomes[app.id] = Outcome(held, hold_until=hold_until)
+                holding.append(app)
+            elif started:
+                expired.append(app.id)
+                outcomes[app.id] = Outcome(AppState.STARTED, hold_until=hold_until)
+            else:
+                outcomes[app.id] = Outcome(AppState.FINISHED)
+        return outcomes, holding, expired
+
+    @staticmethod
+    def _place(
+        request: Request, entry: _Memo, old: _Memo | None, index: Mapping[str, int], now: int
+    ) -> int:
+        """Fill ``entry`` with the request's start and reservation; 1 if searched, 0 if reused.
+
+        Reused when the request and the profiles of the clusters it asks for are those of the
+        previous pass, and the start found then is not in the past.
+        """
+        same = old is not None and old.request == request
+        wanted = old.wanted if old is not None and same else _indices(request, index)
+        state = entry.view
+        inputs = tuple(state[i] for i in wanted) if -1 not in wanted else ()
+        entry.wanted = wanted
+        fresh = old is not None and (old.start is None or old.start >= now)
+        if old is not None and same and fresh and old.inputs == inputs:
+            entry.inputs, entry.reserved, entry.start = old.inputs, old.reserved, old.start
+            return 0
+        demands = zip(inputs, request.nodes.values(), strict=True)
+        start = earliest_common_start(demands, request.duration, now) if inputs else None
+        entry.inputs, entry.reserved, entry.start = inputs, _reserve(inputs, request, start), start
+        return 1
+
+    def _make_base(
+        self,
+        free: Mapping[str, Profile],
+        holding: list[Application],
+        index: Mapping[str, int],
+        now: int,
+    ) -> tuple[Profile, ...]:
+        """Free hosts minus held ones; a cluster that agrees from ``now`` on keeps its old object,
+        so that time passing a breakpoint neither recomputes nor notifies anyone."""
+        base = [free[name].truncated(now) for name in self._clusters]
+        for app in holding:
+            assert app.request is not None
+            assert app.started_at is not None
+            end = app.hold_end(self.config.fair_start)
+            for cluster, hosts in app.request.nodes.items():
+                if cluster in index:
+                    i = index[cluster]
+                    base[i] = base[i].add(-hosts, max(app.started_at, now), end)
+        previous = self._base
+        for i, held in enumerate(base):
+            # A batch system may over-commit; a negative count of free hosts means none.
+            profile = held.clamped(0) if held.min_value() < 0 else held
+            same = previous and (previous[i] is profile or previous[i].truncated(now) == profile)
+            base[i] = previous[i] if same else profile
+        return tuple(base)
+
+
+def _check_unique(table: list[Application]) -> None:
+    ids = {app.id for app in table}
+    orders = {app.order for app in table}
+    if len(ids) != len(table) or len(orders) != len(table):
+        raise ValueError("application ids and subscription orders must be unique")
+
+
+def _indices(request: Request, index: Mapping[str, int]) -> tuple[int, ...]:
+    """Cluster positions of a request; -1 for a cluster the platform no longer has."""
+    return tuple(index.get(cluster, -1) for cluster in request.nodes)
+
+
+def _reserve(
+    inputs: tuple[Profile, ...], request: Request, start: int | None
+) -> tuple[Profile, ...]:
+    if start is None:
+        return ()
+    end = start + request.duration
+    return tuple(
+        profile.add(-hosts, start, end)
+        for profile, hosts in zip(inputs, request.nodes.values(), strict=True)
+    )
+
+
+def _replace(
+    state: tuple[Profile, ...], wanted: tuple[int, ...], reserved: tuple[Profile, ...]
+) -> tuple[Profile, ...]:
+    new = list(state)
+    for i, profile in zip(wanted, reserved, strict=True):
+        new[i] = profile
+    return tuple(new)
+
+
+def _view_changed(
+    old: tuple[Profile, ...], new: tuple[Profile, ...], seen: tuple[int, ...], now: int
+) -> bool:
+    if old == new:
+        return False
+    return any(
+        old[i] is not new[i] and old[i].truncated(now) != new[i].truncated(now) for i in seen
+    )
+
+
+__all__ = [
+    "Application",
+    "Counters",
+    "Outcome",
+    "PassResult",
+    "Policy",
+    "PolicyConfig",
+]
