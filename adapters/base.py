@@ -1,0 +1,231 @@
+"""The adapter interface: what the bridge needs from a batch system, and nothing more.
+
+Mock, Slurm and OAR adapters implement :class:`Adapter`. The bridge reads a
+:class:`PlatformSnapshot`, derives free-host profiles from it (:mod:`coorm_bridge.occupancy`) and
+holds placeholder reservations through ``create/update/delete_reservation``. Failures are typed so
+that the bridge reacts the right way: :class:`Unavailable` is retried with back-off while views are
+marked stale, :class:`Refused` makes the placement loop recompute, a plain :class:`AdapterError`
+is a configuration or programming problem that needs an admin.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from enum import StrEnum
+from typing import Annotated, Self
+
+from pydantic import Field, model_validator
+
+from coorm_bridge.model import (
+    ClusterInfo,
+    Duration,
+    Frozen,
+    HostCount,
+    Interconnect,
+    Name,
+    Time,
+)
+
+
+class AdapterError(Exception):
+    """A permanent failure: bad configuration, a batch system that answers nonsense."""
+
+    def __init__(self, message: str, *, cluster: str | None = None) -> None:
+        super().__init__(message)
+        self.cluster = cluster
+
+
+class Unavailable(AdapterError):
+    """The batch system did not answer (timeout, connection refused, daemon down): retry later."""
+
+
+class Refused(AdapterError):
+    """The batch system said no to a reservation or a job (busy hosts, overlap, too large).
+
+    ``retry_after`` is the batch system's hint, when it gives one: the earliest time at which the
+    same request could succeed.
+    """
+
+    def __init__(
+        self, message: str, *, cluster: str | None = None, retry_after: int | None = None
+    ) -> None:
+        super().__init__(message, cluster=cluster)
+        self.retry_after = retry_after
+
+
+class NodeState(StrEnum):
+    UP = "up"
+    DOWN = "down"
+    DRAINED = "drained"
+
+
+class JobState(StrEnum):
+    PENDING = "pending"
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+
+    @property
+    def finished(self) -> bool:
+        return self in (JobState.COMPLETED, JobState.FAILED, JobState.CANCELLED)
+
+
+class Node(Frozen):
+    name: Name
+    state: NodeState = NodeState.UP
+
+
+class Job(Frozen):
+    """A job of the local batch system, as its scheduler sees it now.
+
+    Running jobs have ``start``; pending ones have the scheduler's predicted ``start`` when it
+    gives one (Slurm leaves many without), else None. ``end`` is the bound ``start + walltime``.
+    """
+
+    id: str = Field(min_length=1, max_length=64)
+    user: str = ""
+    state: JobState
+    hosts: Annotated[int, Field(gt=0, strict=True)]
+    host_names: tuple[Name, ...] = ()
+    walltime: Duration
+    start: Time | None = None
+    reservation: Name | None = None
+
+    @model_validator(mode="after")
+    def _running_has_start(self) -> Self:
+        if self.state is JobState.RUNNING and self.start is None:
+            raise ValueError("a running job has a start time")
+        return self
+
+    @property
+    def end(self) -> int | None:
+        return None if self.start is None else self.start + self.walltime
+
+
+class Reservation(Frozen):
+    """An advance reservation in the batch system: ours (a placeholder) or someone else's."""
+
+    name: Name
+    start: Time
+    end: Time
+    hosts: Annotated[int, Field(gt=0, strict=True)]
+    host_names: tuple[Name, ...] = ()
+    users: tuple[Name, ...] = ()
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.end <= self.start:
+            raise ValueError(f"reservation {self.name} ends ({self.end}) before it starts")
+        return self
+
+
+class ClusterSnapshot(Frozen):
+    """One cluster's state at ``time``; the bridge turns it into a free-host profile."""
+
+    cluster: Name
+    time: Time
+    nodes: tuple[Node, ...]
+    jobs: tuple[Job, ...] = ()
+    reservations: tuple[Reservation, ...] = ()
+
+
+class PlatformSnapshot(Frozen):
+    time: Time
+    clusters: dict[Name, ClusterSnapshot]
+
+
+class ReservationSpec(Frozen):
+    """What the bridge asks for: ``hosts`` anonymous hosts, or exactly ``host_names``."""
+
+    name: Name
+    start: Time
+    end: Time
+    hosts: HostCount = 0
+    host_names: tuple[Name, ...] = ()
+    users: tuple[Name, ...] = Field(min_length=1)
+
+    @model_validator(mode="after")
+    def _sized(self) -> Self:
+        if self.end <= self.start:
+            raise ValueError(f"reservation {self.name} must end after it starts")
+        if self.host_names and self.hosts not in (0, len(self.host_names)):
+            raise ValueError("give a host count or a host list, or both agreeing")
+        if not self.host_names and self.hosts == 0:
+            raise ValueError("a reservation holds at least one host")
+        return self
+
+    @property
+    def size(self) -> int:
+        return len(self.host_names) or self.hosts
+
+
+class ReservationHandle(Frozen):
+    """A reservation as the batch system made it (hosts chosen, times possibly rounded)."""
+
+    cluster: Name
+    name: Name
+    start: Time
+    end: Time
+    host_names: tuple[Name, ...]
+
+
+class JobSpec(Frozen):
+    """A job to submit into a reservation on behalf of ``user``: argument vector, never a shell."""
+
+    name: Name
+    user: Name
+    argv: tuple[str, ...] = Field(min_length=1)
+    hosts: Annotated[int, Field(gt=0, strict=True)]
+    walltime: Duration
+    reservation: Name | None = None
+    workdir: str | None = None
+    environment: dict[Name, str] = Field(default_factory=dict)
+
+
+class Adapter(ABC):
+    """One batch-system platform: one or more clusters behind the same kind of scheduler.
+
+    Implementations should be safe to call from one thread at a time; the bridge serializes calls
+    per adapter. Every method may raise :class:`Unavailable`; writes may raise :class:`Refused`.
+    """
+
+    @abstractmethod
+    def clusters(self) -> list[ClusterInfo]:
+        """The clusters this adapter serves (CINFO)."""
+
+    @abstractmethod
+    def interconnect(self) -> Interconnect:
+        """Latency and bandwidth between its clusters (ICINFO)."""
+
+    @abstractmethod
+    def snapshot(self, clusters: list[str] | None = None) -> PlatformSnapshot:
+        """Nodes, jobs, predicted starts and reservations, now (all clusters when None)."""
+
+    @abstractmethod
+    def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        """Hold hosts; all or nothing (a smaller reservation than asked is deleted and Refused)."""
+
+    @abstractmethod
+    def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        """Change the times, size or users of the reservation named ``spec.name`` in place."""
+
+    @abstractmethod
+    def delete_reservation(self, cluster: str, name: str) -> None:
+        """Release a reservation; deleting one that is already gone is not an error."""
+
+    @abstractmethod
+    def submit(self, cluster: str, job: JobSpec) -> str:
+        """Submit a job (into ``job.reservation`` when set); returns the batch system's job id."""
+
+    @abstractmethod
+    def cancel(self, cluster: str, job_id: str) -> None:
+        """Cancel a job; cancelling a finished job is not an error."""
+
+    @abstractmethod
+    def job_state(self, cluster: str, job_id: str) -> JobState:
+        """Where a submitted job stands (UNKNOWN once the batch system has forgotten it)."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, most adapters hold nothing
+        """Release connections; the default holds none."""
