@@ -132,25 +132,29 @@ class _Memo:
 
 @dataclass(slots=True)
 class _Seen:
-    """The distinct views an application was handed; hashed only once a second one comes, so a
-    first pass over a long queue hashes nothing."""
+    """The distinct views an application was handed. The first is kept as (state, indices) and
+    hashed only once a second one comes, so a first pass over a long queue hashes nothing."""
 
-    first: tuple[Profile, ...] | None = None
+    first: tuple[tuple[Profile, ...], tuple[int, ...]] | None = None
     hashes: set[int] = field(default_factory=set)
 
-    def add(self, view: tuple[Profile, ...]) -> bool:
-        """Record a view handed out; True when it is one not seen before."""
+    def add(self, state: tuple[Profile, ...], seen: tuple[int, ...]) -> bool:
+        """Record the view ``state`` restricted to ``seen``; True when it is a new one."""
         if self.first is None and not self.hashes:
-            self.first = view
+            self.first = (state, seen)
             return True
         if self.first is not None:
-            self.hashes.add(hash(self.first))
+            self.hashes.add(_view_hash(*self.first))
             self.first = None
-        key = hash(view)
+        key = _view_hash(state, seen)
         if key in self.hashes:
             return False
         self.hashes.add(key)
         return True
+
+
+def _view_hash(state: tuple[Profile, ...], seen: tuple[int, ...]) -> int:
+    return hash(tuple(state[i] for i in seen))
 
 
 class Policy:
@@ -199,7 +203,7 @@ class Policy:
             view_changed = old is None or _view_changed(old.view, entry.view, seen, now)
             if view_changed and new_state is not AppState.STARTED:
                 changed.append(app.id)
-                if entry.views.add(tuple(entry.view[i] for i in seen)):
+                if entry.views.add(entry.view, seen):
                     self.counters.computed_configurations += 1
             outcomes[app.id] = Outcome(new_state, entry.start, view_changed=view_changed)
             memo[app.id] = entry
