@@ -278,7 +278,7 @@ class Policy:
     ) -> tuple[Profile, ...]:
         """Free hosts minus held ones; a cluster that agrees from ``now`` on keeps its old object,
         so that time passing a breakpoint neither recomputes nor notifies anyone."""
-        base = [free[name].truncated(now) for name in self._clusters]
+        base = [free[name] for name in self._clusters]
         for app in holding:
             assert app.request is not None
             assert app.started_at is not None
@@ -286,9 +286,10 @@ class Policy:
             for cluster, hosts in app.request.nodes.items():
                 if cluster in index:
                     i = index[cluster]
-                    base[i] = base[i].add(-hosts, max(app.started_at, now), end)
+                    base[i] = base[i].add(-hosts, app.started_at, end)
         previous = self._base
-        for i, held in enumerate(base):
+        for i, whole in enumerate(base):
+            held = whole.truncated(now)
             # A batch system may over-commit; a negative count of free hosts means none.
             profile = held.clamped(0) if held.min_value() < 0 else held
             same = previous and (previous[i] is profile or previous[i].truncated(now) == profile)
