@@ -186,6 +186,35 @@ def profiles(draw: st.DrawFn, offset: int | None = None, max_ops: int = 8) -> tu
     return p, arr, offset
 
 
+@st.composite
+def step_profiles(draw: st.DrawFn, offset: int | None = None) -> tuple:
+    """(profile, reference array, offset) given directly by a few breakpoints with small values:
+    many short runs, so searches meet several fitting intervals per profile."""
+    if offset is None:
+        offset = draw(OFFSETS)
+    times = sorted(draw(st.sets(st.integers(1, H), max_size=10)))
+    values = draw(st.lists(st.integers(0, 5), min_size=len(times), max_size=len(times)))
+    initial = draw(st.integers(0, 5))
+    arr = np.full(H + 1, initial, dtype=np.int64)
+    for t, v in zip(times, values, strict=True):
+        arr[t:] = v
+    return Profile(initial, [offset + t for t in times], values), arr, offset
+
+
+def searchable(offset: int | None = None) -> st.SearchStrategy[tuple]:
+    return st.one_of(step_profiles(offset=offset), profiles(offset=offset, max_ops=6))
+
+
+@st.composite
+def search_durations(draw: st.DrawFn, arr: np.ndarray) -> int:
+    """A duration, often exactly the length of one of the profile's runs (the tight case)."""
+    runs = np.diff(np.concatenate(([0], np.flatnonzero(np.diff(arr)) + 1, [H])))
+    runs = [int(r) for r in runs if r > 0]
+    if runs and draw(st.booleans()):
+        return draw(st.sampled_from(runs))
+    return draw(st.integers(1, 80))
+
+
 # -- operations against the reference ---------------------------------------------------------
 
 
@@ -302,13 +331,14 @@ def check_fitting_starts(p, arr, offset, hosts, duration, after):
 
 @SETTINGS
 @given(
-    built=profiles(),
+    built=searchable(),
     hosts=st.integers(-1, 8),
-    duration=st.integers(1, 80),
     after=st.integers(0, H + 5),
+    data=st.data(),
 )
-def test_fitting_starts_against_brute_force(built, hosts, duration, after):
+def test_fitting_starts_against_brute_force(built, hosts, after, data):
     p, arr, offset = built
+    duration = data.draw(search_durations(arr))
     check_fitting_starts(p, arr, offset, hosts, duration, after)
 
 
@@ -323,6 +353,10 @@ def test_fitting_starts_examples():
     assert starts(p, 4, 5, 12) == ([12, 30], [15, FOREVER])
     assert p.earliest_fit(4, 5, 16) == 30
     assert starts(p, 0, 1, 5) == ([5], [FOREVER])
+    # A run exactly as long as the duration fits at one start only.
+    assert starts(p, 4, 10, 0) == ([10, 30], [10, FOREVER])
+    assert starts(p, 4, 10, 11) == ([30], [FOREVER])
+    assert p.earliest_fit(4, 10, 10) == 10
 
 
 @SETTINGS
@@ -330,14 +364,14 @@ def test_fitting_starts_examples():
     data=st.data(),
     offset=OFFSETS,
     count=st.integers(1, 4),
-    duration=st.integers(1, 60),
     after=st.integers(0, H + 5),
 )
-def test_earliest_start_against_brute_force(data, offset, count, duration, after):
+def test_earliest_start_against_brute_force(data, offset, count, after):
     names = [f"c{i}" for i in range(count)]
-    built = {name: data.draw(profiles(offset=offset, max_ops=6)) for name in names}
+    built = {name: data.draw(searchable(offset=offset)) for name in names}
     asked = data.draw(st.lists(st.sampled_from(names), min_size=1, unique=True))
-    nodes = {name: data.draw(st.integers(0, 8)) for name in asked}
+    nodes = {name: data.draw(st.integers(0, 6)) for name in asked}
+    duration = data.draw(search_durations(built[asked[0]][1]))
     profs = {name: built[name][0] for name in names}
     horizon = max(after, H)
     both = np.ones(horizon - after + 1, dtype=bool)
@@ -364,6 +398,13 @@ def test_earliest_start_examples():
     assert earliest_start({"a": a, "b": b}, {"a": 2, "b": 2}, 5, 0) == 32
     assert earliest_start({"a": a, "b": b}, {"a": 2, "b": 2}, 2, 0) == 10
     assert earliest_start({"a": a, "b": b}, {"a": 5, "b": 2}, 2, 0) is None
+    # A later cluster moves the candidate out of an earlier cluster's interval: look again.
+    c = Profile(2, [5, 20], [0, 2])
+    d = Profile(0, [10], [2])
+    assert earliest_start({"c": c, "d": d}, {"c": 1, "d": 1}, 3, 0) == 20
+    assert earliest_start({"c": c, "d": d}, {"d": 1, "c": 1}, 3, 0) == 20
+    assert earliest_start({"c": c, "d": d}, {"c": 1, "d": 1}, 3, 2) == 20
+    assert earliest_start({"c": c, "d": d}, {"c": 1}, 3, 2) == 2
     with pytest.raises(ValueError, match="at least one cluster"):
         earliest_start({"a": a}, {}, 5, 0)
 
