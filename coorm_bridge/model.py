@@ -11,6 +11,7 @@ import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
 from itertools import pairwise
+from types import MappingProxyType
 from typing import Annotated, Literal, Self
 
 from pydantic import (
@@ -19,6 +20,7 @@ from pydantic import (
     ConfigDict,
     Field,
     ValidationInfo,
+    field_serializer,
     field_validator,
     model_validator,
 )
@@ -114,12 +116,15 @@ class Request(Frozen):
     refused as empty. Pass ``context={"clusters": [...]}`` to also refuse unknown clusters.
     """
 
-    nodes: dict[Name, HostCount]
+    nodes: Mapping[Name, HostCount]
+    """Read-only: the policy memoizes on requests, so one must never change under its hash."""
     duration: Duration
 
     @field_validator("nodes")
     @classmethod
-    def _known_and_not_empty(cls, nodes: dict[str, int], info: ValidationInfo) -> dict[str, int]:
+    def _known_and_not_empty(
+        cls, nodes: Mapping[str, int], info: ValidationInfo
+    ) -> Mapping[str, int]:
         kept = {cluster: count for cluster, count in sorted(nodes.items()) if count > 0}
         if not kept:
             raise ValueError("the request asks for no host at all: give at least one cluster > 0")
@@ -131,7 +136,11 @@ class Request(Frozen):
                     f"unknown cluster(s) {', '.join(unknown)}: this session sees "
                     f"{', '.join(sorted(known)) or 'no cluster'}"
                 )
-        return kept
+        return MappingProxyType(kept)
+
+    @field_serializer("nodes")
+    def _plain_nodes(self, nodes: Mapping[str, int]) -> dict[str, int]:
+        return dict(nodes)
 
     def __hash__(self) -> int:
         return hash((tuple(self.nodes.items()), self.duration))
@@ -151,11 +160,13 @@ class CAP(Frozen):
     """A Cluster Availability Profile in its JSON form: ``n_i`` hosts on ``[t_i, t_{i+1})``."""
 
     cluster: Name
-    steps: list[tuple[Time, HostCount]] = Field(min_length=1)
+    steps: tuple[tuple[Time, HostCount], ...] = Field(min_length=1)
 
     @field_validator("steps")
     @classmethod
-    def _increasing(cls, steps: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    def _increasing(
+        cls, steps: tuple[tuple[int, int], ...]
+    ) -> tuple[tuple[int, int], ...]:
         for (t0, _), (t1, _) in pairwise(steps):
             if t1 <= t0:
                 raise ValueError(f"step times must strictly increase, got {t0} then {t1}")
@@ -163,7 +174,7 @@ class CAP(Frozen):
 
     @classmethod
     def of(cls, cluster: str, profile: Profile, origin: int) -> Self:
-        return cls(cluster=cluster, steps=profile.steps(origin))
+        return cls(cluster=cluster, steps=tuple(profile.steps(origin)))
 
     def profile(self) -> Profile:
         return Profile.from_steps(self.steps)
@@ -172,18 +183,19 @@ class CAP(Frozen):
 class View(Frozen):
     """The view of one application: one CAP per cluster it subscribed to."""
 
-    profiles: list[CAP]
+    profiles: tuple[CAP, ...]
 
     @model_validator(mode="after")
     def _one_per_cluster(self) -> Self:
         names = [cap.cluster for cap in self.profiles]
-        if len(names) != len(set(names)):
-            raise ValueError("a view has one profile per cluster; a cluster appears twice")
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"a view has one profile per cluster; {', '.join(twice)} repeat")
         return self
 
     @classmethod
     def of(cls, profiles: Mapping[str, Profile], origin: int) -> Self:
-        return cls(profiles=[CAP.of(name, p, origin) for name, p in profiles.items()])
+        return cls(profiles=tuple(CAP.of(name, p, origin) for name, p in profiles.items()))
 
     def as_profiles(self) -> dict[str, Profile]:
         return {cap.cluster: cap.profile() for cap in self.profiles}

@@ -55,6 +55,10 @@ class Application(Frozen):
                 raise ValueError(f"request names clusters outside the view: {', '.join(outside)}")
         if self.state in (AppState.REQUEST_SENT, AppState.WAITING, *HOLDING) and not self.request:
             raise ValueError(f"an application in state {self.state} has a request")
+        if self.state is AppState.SUBMITTED and self.request is not None:
+            raise ValueError("a submitted application has sent no request yet (REQUEST_SENT)")
+        if self.done_at is not None and self.state in (*PLACED, AppState.STARTED):
+            raise ValueError(f"an application in state {self.state} has not sent done")
         if self.state in HOLDING and self.started_at is None:
             raise ValueError(f"an application in state {self.state} has a start time")
         if self.state in (AppState.FINISH_SENT, AppState.GHOST) and (

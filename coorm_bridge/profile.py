@@ -13,6 +13,7 @@ arrays, which is what lets a policy pass over 10,000 applications stay well unde
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -29,6 +30,15 @@ _EMPTY.flags.writeable = False
 
 class OverAllocation(ValueError):
     """A reservation would take more hosts than the profile has free."""
+
+
+def _whole(numbers: Sequence[int], what: str) -> IntArray:
+    array = np.array(numbers)
+    if array.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    if array.dtype.kind not in "iu":
+        raise TypeError(f"profile {what} must be whole numbers, got {array.dtype}")
+    return array.astype(np.int64)
 
 
 def _owned(array: IntArray) -> IntArray:
@@ -48,14 +58,17 @@ class Profile:
     def __init__(
         self, initial: int = 0, times: Sequence[int] = (), values: Sequence[int] = ()
     ) -> None:
-        """Build from breakpoints; ``values[i]`` holds from ``times[i]`` (strictly increasing)."""
-        t = np.array(times, dtype=np.int64)
-        v = np.array(values, dtype=np.int64)
+        """Build from breakpoints; ``values[i]`` holds from ``times[i]`` (strictly increasing).
+
+        Whole numbers only: a fractional second or host would otherwise be silently truncated.
+        """
+        t = _whole(times, "breakpoint times")
+        v = _whole(values, "values")
         if t.shape != v.shape or t.ndim != 1:
             raise ValueError("a profile needs as many values as breakpoints")
         if t.size > 1 and not bool(np.all(np.diff(t) > 0)):
             raise ValueError("profile breakpoints must strictly increase")
-        self._init(int(initial), t, v)
+        self._init(operator.index(initial), t, v)
 
     def _init(self, v0: int, t: IntArray, v: IntArray, canonical: bool = False) -> None:
         """Take ownership of ``t`` and ``v`` (fresh arrays, or views of frozen ones)."""
@@ -85,9 +98,11 @@ class Profile:
         """From the JSON form ``[[t0, n0], [t1, n1], ...]``; ``n0`` also stands before ``t0``."""
         if not steps:
             raise ValueError("a profile has at least one step")
-        times = [int(step[0]) for step in steps[1:]]
-        values = [int(step[1]) for step in steps[1:]]
-        return cls(int(steps[0][1]), times, values)
+        if len(steps) > 1 and steps[0][0] >= steps[1][0]:
+            raise ValueError("profile step times must strictly increase")
+        times = [step[0] for step in steps[1:]]
+        values = [step[1] for step in steps[1:]]
+        return cls(operator.index(steps[0][1]), times, values)
 
     @classmethod
     def from_intervals(
@@ -228,6 +243,8 @@ class Profile:
         The value at ``start`` then also stands before it, and the value at ``end`` lasts forever:
         ``p.truncated(now) == q.truncated(now)`` says two profiles agree from ``now`` on.
         """
+        if start is not None and end is not None and end < start:
+            raise ValueError(f"cannot truncate to [{start}, {end}]: it ends before it starts")
         t, v, v0 = self._t, self._v, self._v0
         lo = 0 if start is None else int(np.searchsorted(t, start, side="right"))
         hi = t.size if end is None else int(np.searchsorted(t, end, side="right"))

@@ -24,7 +24,7 @@ from coorm_bridge.profile import (
 
 H = 200
 OFFSETS = st.sampled_from([0, 1_000, 1_700_000_000])
-SETTINGS = settings(max_examples=150, deadline=None)
+SETTINGS = settings(max_examples=120, deadline=None)
 
 
 # -- reference ------------------------------------------------------------------------------
@@ -525,6 +525,29 @@ def test_reserve_examples():
     assert p.reserve(0, 0, None) is p
 
 
+@SETTINGS
+@given(
+    offset=OFFSETS,
+    capacity=st.integers(0, 12),
+    jobs=st.lists(
+        st.tuples(st.integers(1, H - 1), st.none() | st.integers(1, H), st.integers(-2, 5)),
+        max_size=10,
+    ),
+)
+def test_from_intervals_matches_reference(offset, capacity, jobs):
+    arr = np.full(H + 1, capacity, dtype=np.int64)
+    one_by_one = Profile.constant(capacity)
+    for start, end, hosts in jobs:
+        if end is None or end > start:
+            arr[ref_span(start, end)] -= hosts
+        one_by_one = one_by_one.add(-hosts, offset + start, None if end is None else offset + end)
+    shifted = [(offset + s, None if e is None else offset + e, h) for s, e, h in jobs]
+    p = Profile.from_intervals(capacity, shifted)
+    assert_matches(p, arr, offset)
+    assert p == one_by_one
+    assert hash(p) == hash(one_by_one)
+
+
 # -- construction -------------------------------------------------------------------------------
 
 
@@ -563,3 +586,23 @@ def test_constructor_accepts_exactly_increasing_breakpoints(initial, times, valu
     full = [initial, *values]
     kept = [times[i] for i in range(len(times)) if full[i + 1] != full[i]]
     assert p.breakpoints == kept
+
+
+def test_fractional_inputs_are_refused_not_truncated():
+    with pytest.raises(TypeError, match="whole numbers"):
+        Profile(0, [1.7], [2])
+    with pytest.raises(TypeError, match="whole numbers"):
+        Profile(0, [1], [2.9])
+    with pytest.raises(TypeError):
+        Profile(1.9)  # type: ignore[arg-type]
+
+
+def test_from_steps_checks_the_first_step_too():
+    with pytest.raises(ValueError, match="strictly increase"):
+        Profile.from_steps([[10, 1], [5, 2]])
+    assert Profile.from_steps([[5, 1], [10, 2]]) == Profile(1, [10], [2])
+
+
+def test_truncating_to_an_interval_that_ends_before_it_starts_is_refused():
+    with pytest.raises(ValueError, match="ends before it starts"):
+        Profile(0, [5, 15], [3, 1]).truncated(20, 10)
