@@ -1,0 +1,244 @@
+"""MockAdapter: a whole simulated site behind the adapter interface.
+
+One :class:`LocalScheduler` per cluster, all on one :class:`Clock`. Every call first brings the
+schedulers up to the clock's time, so the platform evolves the same way whether it is polled
+every second or once an hour (events are processed at their own times, not at poll times), and
+a virtual clock replays days of load in seconds. Faults are injected on demand: a cluster that
+stops answering, nodes going down, reservations refused.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from coorm_bridge.adapters.base import (
+    Adapter,
+    AdapterError,
+    JobSpec,
+    JobState,
+    NodeState,
+    PlatformSnapshot,
+    Refused,
+    ReservationHandle,
+    ReservationSpec,
+    Unavailable,
+)
+from coorm_bridge.adapters.mock.clock import Clock, VirtualClock, WallClock
+from coorm_bridge.adapters.mock.platform import PlatformSpec, SyntheticLoad, TraceLoad
+from coorm_bridge.adapters.mock.scheduler import LocalJobSpec, LocalScheduler
+from coorm_bridge.adapters.mock.swf import ReplayJob, read_swf, replay_jobs, synthetic_jobs
+from coorm_bridge.model import ClusterInfo, Interconnect
+
+#: JobSpec environment key giving a mock job's simulated run time in seconds (default: walltime).
+RUNTIME_KEY = "COORM_MOCK_RUNTIME"
+
+
+@dataclass
+class _Outage:
+    start: int
+    end: int
+
+
+@dataclass
+class _Refusals:
+    remaining: int
+    reason: str
+
+
+class MockAdapter(Adapter):
+    """The simulated platform; see the module docstring."""
+
+    def __init__(self, spec: PlatformSpec, clock: Clock | None = None) -> None:
+        self.spec = spec
+        self.clock = clock or WallClock(origin=spec.start)
+        start = self.clock.now()
+        self.schedulers = {
+            c.name: LocalScheduler(c.name, c.host_names(), policy=c.policy, start=start)
+            for c in spec.clusters
+        }
+        self._outages: dict[str, list[_Outage]] = {c.name: [] for c in spec.clusters}
+        self._refusals: dict[str, _Refusals] = {}
+        self._ids = itertools.count(1)
+        for number, load in enumerate(spec.loads, 1):
+            self._add_load(number, load, start)
+
+    # -- the adapter interface --------------------------------------------------------------
+
+    def clusters(self) -> list[ClusterInfo]:
+        return [c.info() for c in self.spec.clusters]
+
+    def interconnect(self) -> Interconnect:
+        return Interconnect(links=self.spec.links)
+
+    def snapshot(self, clusters: list[str] | None = None) -> PlatformSnapshot:
+        names = list(self.schedulers) if clusters is None else clusters
+        now = self._sync()
+        shots = {}
+        for name in names:
+            shots[name] = self._answering(name, now).snapshot()
+        return PlatformSnapshot(time=now, clusters=shots)
+
+    def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        scheduler = self._answering(cluster, self._sync())
+        self._maybe_refuse(cluster)
+        return scheduler.create_reservation(spec)
+
+    def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        scheduler = self._answering(cluster, self._sync())
+        self._maybe_refuse(cluster)
+        return scheduler.update_reservation(spec)
+
+    def delete_reservation(self, cluster: str, name: str) -> None:
+        self._answering(cluster, self._sync()).delete_reservation(name)
+
+    def submit(self, cluster: str, job: JobSpec) -> str:
+        scheduler = self._answering(cluster, self._sync())
+        runtime = _simulated_runtime(job)
+        local = LocalJobSpec(
+            id=f"{cluster}.{next(self._ids)}",
+            user=job.user,
+            hosts=job.hosts,
+            walltime=job.walltime,
+            runtime=runtime,
+            reservation=job.reservation,
+        )
+        return scheduler.submit(local)
+
+    def cancel(self, cluster: str, job_id: str) -> None:
+        scheduler = self._answering(cluster, self._sync())
+        try:
+            scheduler.cancel(job_id)
+        except KeyError:
+            raise AdapterError(f"no job {job_id} on {cluster}", cluster=cluster) from None
+
+    def job_state(self, cluster: str, job_id: str) -> JobState:
+        return self._answering(cluster, self._sync()).job_state(job_id)
+
+    # -- simulation ---------------------------------------------------------------------------
+
+    def run_until(self, t: int) -> None:
+        """Replay every event up to ``t`` on a virtual clock (an error on a wall clock)."""
+        if not isinstance(self.clock, VirtualClock):
+            raise AdapterError("run_until needs a virtual clock; a wall clock runs by itself")
+        while True:
+            upcoming = [s.next_event_time() for s in self.schedulers.values()]
+            due = min((u for u in upcoming if u is not None and u <= t), default=None)
+            if due is None:
+                break
+            self.clock.advance_to(max(due, self.clock.now()))
+            self._sync()
+        self.clock.advance_to(max(t, self.clock.now()))
+        self._sync()
+
+    def next_event_time(self) -> int | None:
+        """When the platform next changes by itself (None: idle until someone acts)."""
+        upcoming = [s.next_event_time() for s in self.schedulers.values()]
+        return min((u for u in upcoming if u is not None), default=None)
+
+    # -- faults -------------------------------------------------------------------------------
+
+    def outage(self, cluster: str, start: int, end: int) -> None:
+        """The cluster's batch system does not answer during ``[start, end)`` (Unavailable)."""
+        self._scheduler(cluster)
+        if end <= start:
+            raise ValueError("an outage ends after it starts")
+        self._outages[cluster].append(_Outage(start, end))
+
+    def refuse_reservations(self, cluster: str, count: int = 1, reason: str = "") -> None:
+        """The next ``count`` reservation requests on ``cluster`` are refused."""
+        self._scheduler(cluster)
+        self._refusals[cluster] = _Refusals(count, reason or "Requested nodes are busy")
+
+    def set_node_state(
+        self, cluster: str, host: str, state: NodeState, at: int | None = None
+    ) -> None:
+        """A node goes down, is drained, or comes back, now or at ``at``."""
+        self._sync()
+        self._scheduler(cluster).set_node_state(host, state, at)
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _sync(self) -> int:
+        now = self.clock.now()
+        for scheduler in self.schedulers.values():
+            if now > scheduler.now:
+                scheduler.advance(now)
+        return now
+
+    def _scheduler(self, cluster: str) -> LocalScheduler:
+        try:
+            return self.schedulers[cluster]
+        except KeyError:
+            known = ", ".join(self.schedulers)
+            raise AdapterError(f"unknown cluster {cluster!r} (this platform has {known})") from None
+
+    def _answering(self, cluster: str, now: int) -> LocalScheduler:
+        scheduler = self._scheduler(cluster)
+        for outage in self._outages[cluster]:
+            if outage.start <= now < outage.end:
+                raise Unavailable(
+                    f"{cluster}: the batch system does not answer (simulated outage until "
+                    f"{outage.end})",
+                    cluster=cluster,
+                )
+        return scheduler
+
+    def _maybe_refuse(self, cluster: str) -> None:
+        refusals = self._refusals.get(cluster)
+        if refusals and refusals.remaining > 0:
+            refusals.remaining -= 1
+            raise Refused(f"{cluster}: {refusals.reason} (simulated refusal)", cluster=cluster)
+
+    def _add_load(self, number: int, load: TraceLoad | SyntheticLoad, start: int) -> None:
+        cluster = self.spec.cluster(load.cluster)
+        jobs: Iterable[ReplayJob]
+        if isinstance(load, TraceLoad):
+            path = load.path if load.path.is_absolute() else self.spec.base_dir / load.path
+            try:
+                trace = read_swf(path)
+            except OSError as error:
+                raise AdapterError(f"cannot read trace {path}: {error.strerror}") from error
+            jobs = replay_jobs(
+                trace,
+                procs_per_host=load.procs_per_host,
+                time_scale=load.time_scale,
+                offset=start + load.offset,
+                max_hosts=cluster.hosts,
+                too_large=load.too_large,
+            )[: load.max_jobs]
+        else:
+            generated = synthetic_jobs(
+                load.seed,
+                load.count,
+                load.max_hosts or max(1, cluster.hosts // 4),
+                load.mean_interarrival,
+                load.mean_runtime,
+            )
+            jobs = [job.model_copy(update={"submit": job.submit + start}) for job in generated]
+        scheduler = self.schedulers[cluster.name]
+        for job in sorted(jobs, key=lambda j: j.submit):
+            scheduler.submit(
+                LocalJobSpec(
+                    id=f"load{number}-{job.id}",
+                    user=job.user,
+                    hosts=min(job.hosts, cluster.hosts),
+                    walltime=job.walltime,
+                    runtime=job.runtime,
+                ),
+                at=max(job.submit, start),
+            )
+
+
+def _simulated_runtime(job: JobSpec) -> int:
+    text = job.environment.get(RUNTIME_KEY)
+    if text is None:
+        return job.walltime
+    try:
+        runtime = int(text)
+    except ValueError:
+        raise AdapterError(f"{RUNTIME_KEY} must be whole seconds, got {text!r}") from None
+    if runtime <= 0:
+        raise AdapterError(f"{RUNTIME_KEY} must be positive, got {runtime}")
+    return runtime

@@ -1,0 +1,148 @@
+"""The simulated platform's description: clusters, links and background load, from TOML.
+
+A default platform ships inside the package (three clusters of different sizes and speeds with
+a light synthetic load), so the bridge runs with no configuration at all. Errors name the file
+and the key, because a site admin edits these files by hand.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from importlib.resources import files
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, ValidationError, model_validator
+
+from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.adapters.mock.scheduler import SchedulingPolicy
+from coorm_bridge.model import ClusterInfo, Frozen, Link, Name
+
+DEFAULT_PLATFORM = "default_platform.toml"
+
+Positive = Annotated[int, Field(gt=0, strict=True)]
+
+
+class ClusterSpec(Frozen):
+    """One simulated cluster and the batch scheduler that runs it."""
+
+    name: Name
+    hosts: Positive
+    cores_per_host: Positive = 1
+    ram_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
+    scratch_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
+    speed: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    policy: SchedulingPolicy = SchedulingPolicy.CONSERVATIVE
+
+    def info(self) -> ClusterInfo:
+        return ClusterInfo(
+            name=self.name,
+            hosts=self.hosts,
+            cores_per_host=self.cores_per_host,
+            ram_per_host_mib=self.ram_per_host_mib,
+            scratch_per_host_mib=self.scratch_per_host_mib,
+            speed=self.speed,
+        )
+
+    def host_names(self) -> list[str]:
+        width = len(str(self.hosts - 1))
+        return [f"{self.name}-{i:0{width}d}" for i in range(self.hosts)]
+
+
+class TraceLoad(Frozen):
+    """Replay a Standard Workload Format trace onto one cluster."""
+
+    kind: Literal["swf"] = "swf"
+    cluster: Name
+    path: Path
+    """Relative paths are read from the platform file's folder."""
+    procs_per_host: Positive = 1
+    time_scale: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    offset: Annotated[int, Field(ge=0, strict=True)] = 0
+    """Seconds after the platform's start at which the trace's time 0 falls."""
+    max_jobs: Positive | None = None
+    too_large: Literal["drop", "clamp"] = "drop"
+
+
+class SyntheticLoad(Frozen):
+    """A seeded synthetic load on one cluster (exponential arrivals and runtimes)."""
+
+    kind: Literal["synthetic"] = "synthetic"
+    cluster: Name
+    seed: int = 0
+    count: Positive = 100
+    mean_interarrival: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 600.0
+    mean_runtime: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1800.0
+    max_hosts: Positive | None = None
+    """Largest job; default a quarter of the cluster."""
+
+
+Load = Annotated[TraceLoad | SyntheticLoad, Field(discriminator="kind")]
+
+
+class PlatformSpec(Frozen):
+    """``[[cluster]]``, ``[[link]]`` and ``[[load]]`` tables of a platform file."""
+
+    start: Annotated[int, Field(ge=0, strict=True)] | None = None
+    """Platform time at start (Unix seconds); None: the wall-clock time when it starts."""
+    clusters: tuple[ClusterSpec, ...] = Field(min_length=1, alias="cluster")
+    links: tuple[Link, ...] = Field(default=(), alias="link")
+    loads: tuple[Load, ...] = Field(default=(), alias="load")
+    base_dir: Path = Path()
+    """Where relative trace paths are read from (the platform file's folder)."""
+
+    model_config = Frozen.model_config | {"populate_by_name": True}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        names = [c.name for c in self.clusters]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"cluster names must be unique; {', '.join(twice)} repeat")
+        for link in self.links:
+            unknown = sorted(set(link.clusters) - set(names))
+            if unknown:
+                raise ValueError(f"a link names unknown cluster(s) {', '.join(unknown)}")
+        for load in self.loads:
+            if load.cluster not in names:
+                raise ValueError(f"a load names unknown cluster {load.cluster}")
+        return self
+
+    def cluster(self, name: str) -> ClusterSpec:
+        for spec in self.clusters:
+            if spec.name == name:
+                return spec
+        raise KeyError(name)
+
+
+def parse_platform(
+    text: str, source: str = "<platform>", base_dir: Path | None = None
+) -> PlatformSpec:
+    """Parse a platform description; errors say where (file, key) and why."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise AdapterError(f"{source}: not valid TOML: {error}") from error
+    if base_dir is not None:
+        data["base_dir"] = base_dir
+    try:
+        return PlatformSpec.model_validate(data)
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in issue['loc']) or '(top)'}: {issue['msg']}"
+            for issue in error.errors()
+        )
+        raise AdapterError(f"{source}: {problems}") from error
+
+
+def load_platform(path: str | Path | None = None) -> PlatformSpec:
+    """Read a platform file, or the packaged default when ``path`` is None."""
+    if path is None:
+        text = files("coorm_bridge.adapters.mock").joinpath(DEFAULT_PLATFORM).read_text()
+        return parse_platform(text, source=f"(default) {DEFAULT_PLATFORM}")
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise AdapterError(f"{path}: cannot read the platform file: {error.strerror}") from error
+    return parse_platform(text, source=str(path), base_dir=path.resolve().parent)

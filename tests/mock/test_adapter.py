@@ -1,0 +1,202 @@
+"""The mock platform as the bridge sees it: through the adapter interface, on a virtual clock."""
+
+import time
+from pathlib import Path
+
+import pytest
+
+from coorm_bridge.adapters.base import (
+    AdapterError,
+    JobSpec,
+    JobState,
+    NodeState,
+    Refused,
+    ReservationSpec,
+    Unavailable,
+)
+from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
+from coorm_bridge.adapters.mock.clock import VirtualClock, WallClock
+from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
+from coorm_bridge.adapters.mock.swf import read_swf, replay_jobs
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+NASA = DATA / "NASA-iPSC-1993-3.1-cln.swf.gz"
+T0 = 1_000_000
+
+
+def small(hosts: int = 8, clusters: tuple[str, ...] = ("a", "b"), extra: str = "") -> MockAdapter:
+    text = f"start = {T0}\n" + "".join(
+        f'[[cluster]]\nname = "{name}"\nhosts = {hosts}\n' for name in clusters
+    )
+    return MockAdapter(parse_platform(text + extra, base_dir=DATA), VirtualClock(T0))
+
+
+def job(hosts: int, walltime: int, reservation: str | None = None, runtime: int | None = None):
+    env = {} if runtime is None else {RUNTIME_KEY: str(runtime)}
+    return JobSpec(
+        name="app",
+        user="alice",
+        argv=("true",),
+        hosts=hosts,
+        walltime=walltime,
+        reservation=reservation,
+        environment=env,
+    )
+
+
+def resa(name: str, start: int, end: int, hosts: int) -> ReservationSpec:
+    return ReservationSpec(name=name, start=start, end=end, hosts=hosts, users=("alice",))
+
+
+def run_to_completion(platform: MockAdapter) -> None:
+    while (due := platform.next_event_time()) is not None:
+        platform.run_until(due)
+
+
+def test_default_platform_runs_with_no_configuration():
+    platform = MockAdapter(load_platform(), VirtualClock(T0))
+    assert [c.name for c in platform.clusters()] == ["alpha", "beta", "gamma"]
+    assert platform.interconnect().link("alpha", "gamma") is not None
+    platform.run_until(T0 + 6 * 3600)
+    snap = platform.snapshot()
+    assert snap.time == T0 + 6 * 3600
+    assert {name: len(s.nodes) for name, s in snap.clusters.items()} == {
+        "alpha": 64,
+        "beta": 32,
+        "gamma": 16,
+    }
+    assert any(j.state is JobState.RUNNING for s in snap.clusters.values() for j in s.jobs)
+
+
+@pytest.mark.slow
+def test_nasa_replay_executes_exactly_the_trace_node_seconds():
+    extra = '[[load]]\nkind = "swf"\ncluster = "a"\npath = "NASA-iPSC-1993-3.1-cln.swf.gz"\n'
+    platform = small(hosts=128, clusters=("a",), extra=extra)
+    run_to_completion(platform)
+    records = platform.schedulers["a"].records()
+    expected = replay_jobs(read_swf(NASA), max_hosts=128)
+    assert len(records) == len(expected) == 18_066
+    submits = {f"load1-{j.id}": T0 + j.submit for j in expected}
+    assert all(r.start is not None and r.start >= submits[r.id] for r in records)
+    assert all(r.state is JobState.COMPLETED for r in records)
+    used = sum((r.end - r.start) * r.hosts for r in records if r.end and r.start)
+    assert used == sum(j.runtime * j.hosts for j in expected) == 474_238_015
+
+
+def test_on_a_cluster_too_large_to_queue_every_job_starts_at_submit():
+    extra = (
+        '[[load]]\nkind = "swf"\ncluster = "a"\npath = "NASA-iPSC-1993-3.1-cln.swf.gz"\n'
+        "max_jobs = 3000\n"
+    )
+    platform = small(hosts=100_000, clusters=("a",), extra=extra)
+    expected = replay_jobs(read_swf(NASA), max_hosts=128)[:3000]
+    submits = {f"load1-{j.id}": T0 + j.submit for j in expected}
+    run_to_completion(platform)
+    records = platform.schedulers["a"].records()
+    assert len(records) == 3000
+    assert all(r.start == submits[r.id] for r in records)
+
+
+def test_same_inputs_give_the_same_event_sequence():
+    def replay() -> list[tuple]:
+        platform = MockAdapter(load_platform(), VirtualClock(T0))
+        platform.run_until(T0 + 3 * 86_400)
+        return [
+            (r.id, r.start, r.end, r.host_names, r.state)
+            for s in platform.schedulers.values()
+            for r in s.records()
+        ]
+
+    first = replay()
+    assert first == replay()
+    assert sum(start is not None for _, start, *_ in first) > 100
+
+
+def test_outage_makes_one_cluster_unavailable_then_it_recovers():
+    platform = small()
+    platform.outage("a", T0 + 100, T0 + 200)
+    platform.run_until(T0 + 150)
+    with pytest.raises(Unavailable) as caught:
+        platform.snapshot(["a"])
+    assert caught.value.cluster == "a"
+    with pytest.raises(Unavailable):
+        platform.create_reservation("a", resa("r1", T0 + 300, T0 + 400, 2))
+    assert platform.snapshot(["b"]).clusters["b"].time == T0 + 150
+    platform.run_until(T0 + 200)
+    assert platform.snapshot(["a"]).time == T0 + 200
+
+
+def test_refused_reservation_is_typed_and_only_the_next_ones():
+    platform = small()
+    platform.refuse_reservations("a", count=1, reason="Requested nodes are busy")
+    with pytest.raises(Refused, match="busy"):
+        platform.create_reservation("a", resa("r1", T0 + 10, T0 + 20, 2))
+    assert platform.snapshot().clusters["a"].reservations == ()
+    handle = platform.create_reservation("a", resa("r1", T0 + 10, T0 + 20, 2))
+    assert len(handle.host_names) == 2
+
+
+def test_reservation_larger_than_the_cluster_is_refused():
+    platform = small(hosts=4)
+    with pytest.raises(Refused):
+        platform.create_reservation("a", resa("big", T0 + 10, T0 + 20, 5))
+
+
+def test_job_in_a_reservation_starts_when_it_begins_on_its_hosts():
+    platform = small()
+    handle = platform.create_reservation("a", resa("coorm-1-a", T0 + 60, T0 + 600, 3))
+    job_id = platform.submit("a", job(3, 300, reservation="coorm-1-a"))
+    assert platform.job_state("a", job_id) is JobState.PENDING
+    platform.run_until(T0 + 60)
+    assert platform.job_state("a", job_id) is JobState.RUNNING
+    (running,) = [j for j in platform.snapshot().clusters["a"].jobs if j.id == job_id]
+    assert running.start == T0 + 60
+    assert sorted(running.host_names) == sorted(handle.host_names)
+
+
+def test_job_ending_early_and_job_overrunning():
+    platform = small()
+    early = platform.submit("a", job(2, 600, runtime=100))
+    over = platform.submit("a", job(2, 600, runtime=900))
+    platform.run_until(T0 + 100)
+    assert platform.job_state("a", early) is JobState.COMPLETED
+    assert platform.job_state("a", over) is JobState.RUNNING
+    platform.run_until(T0 + 600)
+    assert platform.job_state("a", over) is JobState.FAILED
+
+
+def test_node_down_during_a_job_fails_it():
+    platform = small(hosts=2, clusters=("a",))
+    job_id = platform.submit("a", job(2, 600))
+    platform.run_until(T0 + 10)
+    (running,) = platform.snapshot().clusters["a"].jobs
+    platform.set_node_state("a", running.host_names[0], NodeState.DOWN, at=T0 + 50)
+    platform.run_until(T0 + 60)
+    assert platform.job_state("a", job_id) is JobState.FAILED
+    nodes = {n.name: n.state for n in platform.snapshot().clusters["a"].nodes}
+    assert nodes[running.host_names[0]] is NodeState.DOWN
+
+
+def test_simulated_runtime_must_be_whole_positive_seconds():
+    platform = small()
+    bad = JobSpec(
+        name="x", user="alice", argv=("true",), hosts=1, walltime=60,
+        environment={RUNTIME_KEY: "soon"},
+    )
+    with pytest.raises(AdapterError, match=RUNTIME_KEY):
+        platform.submit("a", bad)
+    with pytest.raises(AdapterError, match="unknown cluster"):
+        platform.submit("zz", job(1, 60))
+
+
+def test_wall_clock_platform_moves_by_itself():
+    clock = WallClock(speedup=1000.0, origin=T0)
+    try:
+        platform = MockAdapter(load_platform(), clock)
+        first = platform.snapshot().time
+        time.sleep(0.05)
+        assert platform.snapshot().time >= first + 20
+        with pytest.raises(AdapterError, match="virtual clock"):
+            platform.run_until(T0 + 10)
+    finally:
+        clock.close()

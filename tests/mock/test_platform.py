@@ -1,0 +1,81 @@
+"""Platform descriptions: the packaged default loads with no configuration; errors say where."""
+
+from pathlib import Path
+
+import pytest
+
+from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.adapters.mock.platform import (
+    SyntheticLoad,
+    TraceLoad,
+    load_platform,
+    parse_platform,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_default_platform_loads_with_no_configuration():
+    spec = load_platform()
+    sizes = {c.name: c.hosts for c in spec.clusters}
+    speeds = {c.name: c.speed for c in spec.clusters}
+    assert len(sizes) == 3
+    assert len(set(sizes.values())) == 3
+    assert len(set(speeds.values())) == 3
+    assert {frozenset(link.clusters) for link in spec.links} == {
+        frozenset(pair) for pair in (("alpha", "beta"), ("alpha", "gamma"), ("beta", "gamma"))
+    }
+    assert all(isinstance(load, SyntheticLoad) for load in spec.loads)
+
+
+def test_etc_copy_is_the_packaged_default():
+    assert load_platform(ROOT / "etc" / "mock-platform.toml").clusters == load_platform().clusters
+
+
+def test_host_names_are_stable_and_padded():
+    spec = parse_platform('[[cluster]]\nname = "c"\nhosts = 12\n')
+    assert spec.clusters[0].host_names()[:2] == ["c-00", "c-01"]
+    assert spec.clusters[0].host_names()[-1] == "c-11"
+
+
+def test_trace_paths_are_relative_to_the_platform_file(tmp_path):
+    path = tmp_path / "site.toml"
+    path.write_text(
+        '[[cluster]]\nname = "c"\nhosts = 128\n'
+        '[[load]]\nkind = "swf"\ncluster = "c"\npath = "traces/nasa.swf.gz"\n'
+    )
+    spec = load_platform(path)
+    (load,) = spec.loads
+    assert isinstance(load, TraceLoad)
+    assert spec.base_dir / load.path == tmp_path / "traces" / "nasa.swf.gz"
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ('[[cluster]]\nname = "c"\nhosts = 0\n', "cluster.0.hosts"),
+        ('[[cluster]]\nname = "bad name"\nhosts = 2\n', "cluster.0.name"),
+        ('[[cluster]]\nname = "c"\nhosts = 2\n[[cluster]]\nname = "c"\nhosts = 3\n', "c repeat"),
+        ('[[cluster]]\nname = "c"\nhosts = 2\n[[link]]\nclusters = ["c", "d"]\n'
+         'latency_s = 0.1\nbandwidth_bps = 1e9\n', "unknown cluster(s) d"),
+        ('[[cluster]]\nname = "c"\nhosts = 2\n[[load]]\nkind = "synthetic"\ncluster = "x"\n',
+         "unknown cluster x"),
+        ('[[cluster]]\nname = "c"\nhosts = 2\n[[load]]\nkind = "tape"\ncluster = "c"\n',
+         "load.0"),
+        ('[[cluster]]\nname = "c"\nhosts = 2\nflavour = "x"\n', "cluster.0.flavour"),
+        ("cluster = [", "not valid TOML"),
+        ("", "cluster: Field required"),
+    ],
+)
+def test_errors_name_the_file_and_the_key(tmp_path, text, where):
+    path = tmp_path / "site.toml"
+    path.write_text(text)
+    with pytest.raises(AdapterError) as caught:
+        load_platform(path)
+    assert str(caught.value).startswith(str(path))
+    assert where in str(caught.value)
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(AdapterError, match="cannot read the platform file"):
+        load_platform(tmp_path / "nope.toml")
