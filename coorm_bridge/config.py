@@ -1,0 +1,179 @@
+"""The bridge's configuration: one TOML file, validated by pydantic, errors naming file and key.
+
+With no file at all the bridge runs the default mock platform for the current user, on a Unix
+socket in the user's runtime directory, keeping its state in the user's state directory: a user
+can try it with nothing installed. A site admin writes the file (see ``etc/``) to choose the
+adapter, where to listen, who may connect over TCP, and the policy's parameters.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal, Self
+
+from pydantic import Field, ValidationError, model_validator
+
+from coorm_bridge.model import Frozen, Name
+from coorm_bridge.policy import PolicyConfig
+
+#: Tokens grant a user's rights over TCP: short ones are guessable.
+MIN_TOKEN_LENGTH = 16
+
+
+class ConfigError(Exception):
+    """The configuration cannot be used; the message says which file, which key and why."""
+
+
+def runtime_dir() -> Path:
+    """Where a user's sockets live: ``$XDG_RUNTIME_DIR``, else a private folder under /tmp."""
+    base = os.environ.get("XDG_RUNTIME_DIR")
+    if base:
+        return Path(base) / "coorm-bridge"
+    return Path("/tmp") / f"coorm-bridge-{os.getuid()}"  # noqa: S108 - created 0700, owner checked
+
+
+def state_dir() -> Path:
+    """Where a user's bridge keeps its database: ``$XDG_STATE_HOME``, else ~/.local/state."""
+    base = os.environ.get("XDG_STATE_HOME")
+    return (Path(base) if base else Path.home() / ".local" / "state") / "coorm-bridge"
+
+
+class TcpListen(Frozen):
+    host: str = "127.0.0.1"
+    port: Annotated[int, Field(ge=1, le=65535, strict=True)] = 8642
+
+
+class BridgeSettings(Frozen):
+    """``[bridge]``: where to listen, where to keep state, who is who."""
+
+    socket: Path | None = None
+    """Unix socket for local launchers (identity from the peer's uid); default: runtime dir."""
+    tcp: TcpListen | None = None
+    """TCP listener for remote launchers (identity from bearer tokens); off by default."""
+    state_dir: Path | None = None
+    admins: tuple[Name, ...] = ()
+    """Users who may see and act on every session."""
+    tokens: dict[str, Name] = Field(default_factory=dict)
+    """Bearer token -> user, for TCP. Keep this file private (mode 600)."""
+    placeholder_prefix: Name = "coorm-"
+    """Reservations whose names start with this are the bridge's own (never foreign load)."""
+
+    @model_validator(mode="after")
+    def _tokens_usable(self) -> Self:
+        short = [user for token, user in self.tokens.items() if len(token) < MIN_TOKEN_LENGTH]
+        if short:
+            raise ValueError(
+                f"tokens must be at least {MIN_TOKEN_LENGTH} characters; "
+                f"too short for: {', '.join(sorted(short))}"
+            )
+        if self.tcp is not None and not self.tokens:
+            raise ValueError("listening on TCP needs [bridge.tokens]: nobody could authenticate")
+        return self
+
+    @property
+    def socket_path(self) -> Path:
+        return self.socket or runtime_dir() / "bridge.sock"
+
+    @property
+    def database(self) -> Path:
+        return (self.state_dir or state_dir()) / "bridge.sqlite"
+
+
+class PlacementSettings(Frozen):
+    """``[placement]``: how placeholders are held in the batch systems."""
+
+    horizon: Annotated[int, Field(ge=0, strict=True)] = 300
+    """Hold placeholders for applications starting within this many seconds."""
+    attempts: Annotated[int, Field(ge=1, le=100, strict=True)] = 5
+    """Co-allocation tries (reserve everywhere or roll back) before recomputing later."""
+    poll_interval: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+    """Seconds between two snapshots of a cluster (backed off while it does not answer)."""
+
+
+class MockSettings(Frozen):
+    """``[adapter]`` with ``kind = "mock"``: the simulated platform."""
+
+    kind: Literal["mock"] = "mock"
+    platform: Path | None = None
+    """Platform file; None: the packaged default (three clusters)."""
+    speedup: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    """Simulated seconds per real second."""
+
+
+AdapterSettings = Annotated[MockSettings, Field(discriminator="kind")]
+
+
+class Config(Frozen):
+    """The whole file: ``[bridge]``, ``[policy]``, ``[placement]``, ``[adapter]``."""
+
+    bridge: BridgeSettings = BridgeSettings()
+    policy: PolicyConfig = PolicyConfig()
+    placement: PlacementSettings = PlacementSettings()
+    adapter: AdapterSettings = MockSettings()
+    source: str = "(defaults)"
+    """Where it was read from, for messages."""
+
+
+def parse_config(text: str, source: str = "<config>", base_dir: Path | None = None) -> Config:
+    """Parse a configuration; relative paths in it are taken from ``base_dir``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(f"{source}: not valid TOML: {error}") from error
+    if "source" in data:
+        raise ConfigError(f"{source}: source: not a setting")
+    try:
+        config = Config.model_validate({**data, "source": source})
+    except ValidationError as error:
+        raise ConfigError(f"{source}: {_describe(error)}") from error
+    return _resolved(config, base_dir) if base_dir is not None else config
+
+
+def load_config(path: str | Path | None = None) -> Config:
+    """Read the configuration file, or the defaults when ``path`` is None.
+
+    A file that holds tokens must not be readable by other users: they would be anyone's keys.
+    """
+    if path is None:
+        return Config()
+    path = Path(path)
+    try:
+        text = path.read_text()
+        mode = path.stat().st_mode
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read the configuration: {error.strerror}") from error
+    config = parse_config(text, source=str(path), base_dir=path.resolve().parent)
+    if config.bridge.tokens and mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise ConfigError(
+            f"{path}: bridge.tokens: the file is readable by other users; "
+            f"make it private (chmod 600 {path})"
+        )
+    return config
+
+
+def _describe(error: ValidationError) -> str:
+    return "; ".join(
+        f"{'.'.join(str(part) for part in issue['loc']) or '(top)'}: {issue['msg']}"
+        for issue in error.errors()
+    )
+
+
+def _resolved(config: Config, base: Path) -> Config:
+    """Relative paths in the file mean relative to the file, not to the daemon's cwd."""
+
+    def absolute(path: Path | None) -> Path | None:
+        return None if path is None or path.is_absolute() else base / path
+
+    bridge = config.bridge.model_copy(
+        update={
+            "socket": absolute(config.bridge.socket) or config.bridge.socket,
+            "state_dir": absolute(config.bridge.state_dir) or config.bridge.state_dir,
+        }
+    )
+    adapter = config.adapter.model_copy(
+        update={"platform": absolute(config.adapter.platform) or config.adapter.platform}
+    )
+    return config.model_copy(update={"bridge": bridge, "adapter": adapter})

@@ -1,0 +1,93 @@
+"""The configuration file: defaults that run with nothing, errors that say file, key and why."""
+
+from pathlib import Path
+
+import pytest
+
+from coorm_bridge.config import (
+    MIN_TOKEN_LENGTH,
+    ConfigError,
+    load_config,
+    parse_config,
+    runtime_dir,
+)
+
+ROOT = Path(__file__).resolve().parent.parent
+TOKEN = "t" * MIN_TOKEN_LENGTH
+
+
+def test_no_file_means_the_mock_platform_on_a_user_socket(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    config = load_config()
+    assert config.adapter.kind == "mock"
+    assert config.adapter.platform is None
+    assert config.bridge.tcp is None
+    assert config.bridge.socket_path == tmp_path / "run" / "coorm-bridge" / "bridge.sock"
+    assert config.bridge.database == tmp_path / "state" / "coorm-bridge" / "bridge.sqlite"
+
+
+def test_without_runtime_dir_the_socket_is_private_to_the_uid(monkeypatch):
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
+    assert runtime_dir().name.endswith(str(__import__("os").getuid()))
+
+
+def test_the_example_in_etc_loads_and_resolves_relative_paths():
+    config = load_config(ROOT / "etc" / "coorm-bridge.toml")
+    assert config.policy.fair_start == 30
+    assert config.placement.horizon == 300
+    assert config.adapter.platform == ROOT / "etc" / "mock-platform.toml"
+    assert config.bridge.socket == Path("/run/coorm-bridge/bridge.sock")
+    assert config.bridge.admins == ("root",)
+
+
+def test_tokens_map_to_users_and_the_file_must_be_private(tmp_path):
+    path = tmp_path / "bridge.toml"
+    path.write_text(f'[bridge.tcp]\nport = 9000\n[bridge.tokens]\n"{TOKEN}" = "alice"\n')
+    path.chmod(0o644)
+    with pytest.raises(ConfigError, match="readable by other users"):
+        load_config(path)
+    path.chmod(0o600)
+    config = load_config(path)
+    assert config.bridge.tokens == {TOKEN: "alice"}
+    assert config.bridge.tcp is not None
+    assert config.bridge.tcp.port == 9000
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("[policy]\nfair_start = -1\n", "policy.fair_start"),
+        ("[policy]\ninterval = 0\n", "policy.interval"),
+        ('[policy]\nfair_start = "soon"\n', "policy.fair_start"),
+        ("[placement]\nattempts = 0\n", "placement.attempts"),
+        ('[adapter]\nkind = "lsf"\n', "adapter"),
+        ('[adapter]\nkind = "mock"\nspeedup = 0\n', "adapter.mock.speedup"),
+        ("[bridge]\nadmins = [\"bad user\"]\n", "bridge.admins.0"),
+        ('[bridge.tokens]\n"short" = "alice"\n', "at least 16"),
+        ("[bridge.tcp]\nport = 9000\n", "needs [bridge.tokens]"),
+        ("[bridge.tcp]\nport = 70000\n", "bridge.tcp.port"),
+        ("[bridge]\nsokcet = \"/tmp/x\"\n", "bridge.sokcet"),
+        ("[polciy]\n", "polciy"),
+        ("policy = [", "not valid TOML"),
+        ('source = "x"\n', "source: not a setting"),
+    ],
+)
+def test_errors_name_the_file_and_the_key(tmp_path, text, where):
+    path = tmp_path / "bridge.toml"
+    path.write_text(text)
+    path.chmod(0o600)
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    assert str(caught.value).startswith(f"{path}: ")
+    assert where in str(caught.value)
+
+
+def test_missing_file_is_a_clear_error(tmp_path):
+    with pytest.raises(ConfigError, match="cannot read the configuration"):
+        load_config(tmp_path / "nope.toml")
+
+
+def test_parse_without_a_file_keeps_paths_as_written():
+    config = parse_config('[adapter]\nkind = "mock"\nplatform = "p.toml"\n')
+    assert config.adapter.platform == Path("p.toml")
