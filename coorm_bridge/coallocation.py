@@ -1,0 +1,138 @@
+"""Co-allocation: placeholders on every cluster of a request at one start, or on none.
+
+One attempt of the VIOLA negotiation loop: reserve cluster by cluster in a fixed order, verify
+what each batch system actually made (Slurm 22.05 silently creates a smaller reservation than
+asked when the partition is short; a start may be rounded), and at the first refusal, silence or
+mismatch delete everything taken so far. The caller (the bridge's placement loop) decides what to
+do next: the refusal carries each batch system's hint of when the same request could succeed, so
+the policy can recompute with it instead of retrying blindly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from coorm_bridge.adapters.base import (
+    Adapter,
+    AdapterError,
+    Refused,
+    ReservationHandle,
+    ReservationSpec,
+    Unavailable,
+)
+from coorm_bridge.model import NAME_PATTERN
+
+
+class CoAllocationFailed(Exception):
+    """Nothing is held: some cluster refused, did not answer, or made something else.
+
+    ``retry_after`` maps each cluster that gave a hint to the earliest start it suggested;
+    ``unavailable`` lists the clusters that did not answer (views should be marked stale).
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after: Mapping[str, int] | None = None,
+        unavailable: tuple[str, ...] = (),
+        leftovers: tuple[tuple[str, str], ...] = (),
+    ) -> None:
+        super().__init__(message)
+        self.retry_after = dict(retry_after or {})
+        self.unavailable = unavailable
+        self.leftovers = leftovers
+        """(cluster, name) of placeholders the rollback could not delete: reconcile them."""
+
+
+def placeholder_name(prefix: str, session_id: str, cluster: str) -> str:
+    """The reservation name of a session's placeholder on a cluster (validated: it reaches
+    batch-system commands)."""
+    name = f"{prefix}{session_id}-{cluster}"
+    if not NAME_PATTERN.fullmatch(name):
+        raise ValueError(f"placeholder name {name!r} is not a valid batch-system name")
+    return name
+
+
+@dataclass
+class _Taken:
+    handles: dict[str, ReservationHandle] = field(default_factory=dict)
+
+
+def hold(
+    adapter: Adapter,
+    *,
+    prefix: str,
+    session_id: str,
+    owner: str,
+    nodes: Mapping[str, int],
+    start: int,
+    end: int,
+) -> dict[str, ReservationHandle]:
+    """Reserve ``nodes[c]`` hosts on every cluster ``c`` over ``[start, end)`` for ``owner``.
+
+    Returns the handles when every cluster holds exactly what was asked; otherwise deletes what
+    was taken and raises :class:`CoAllocationFailed`. Clusters are tried in name order so that
+    two bridges never take partial allocations in opposite orders.
+    """
+    taken = _Taken()
+    for cluster in sorted(nodes):
+        spec = ReservationSpec(
+            name=placeholder_name(prefix, session_id, cluster),
+            start=start,
+            end=end,
+            hosts=nodes[cluster],
+            users=(owner,),
+        )
+        try:
+            handle = adapter.create_reservation(cluster, spec)
+        except Refused as refused:
+            hints = {cluster: refused.retry_after} if refused.retry_after is not None else {}
+            raise _rolled_back(adapter, taken, f"{cluster} refused: {refused}", hints) from refused
+        except Unavailable as silent:
+            raise _rolled_back(
+                adapter, taken, f"{cluster} did not answer: {silent}", unavailable=(cluster,)
+            ) from silent
+        taken.handles[cluster] = handle
+        problem = _mismatch(handle, spec)
+        if problem:
+            raise _rolled_back(adapter, taken, f"{cluster} made {problem}")
+    return taken.handles
+
+
+def release(adapter: Adapter, handles: Mapping[str, ReservationHandle]) -> list[tuple[str, str]]:
+    """Delete placeholders; returns those that could not be deleted now (to retry later)."""
+    left: list[tuple[str, str]] = []
+    for cluster, handle in sorted(handles.items()):
+        try:
+            adapter.delete_reservation(cluster, handle.name)
+        except AdapterError:
+            left.append((cluster, handle.name))
+    return left
+
+
+def _mismatch(handle: ReservationHandle, spec: ReservationSpec) -> str | None:
+    if handle.name != spec.name:
+        return f"a reservation named {handle.name} instead of {spec.name}"
+    if len(handle.host_names) != spec.size:
+        return f"{len(handle.host_names)} hosts instead of {spec.size}"
+    if handle.start != spec.start or handle.end < spec.end:
+        return f"[{handle.start}, {handle.end}) instead of [{spec.start}, {spec.end})"
+    return None
+
+
+def _rolled_back(
+    adapter: Adapter,
+    taken: _Taken,
+    message: str,
+    retry_after: Mapping[str, int] | None = None,
+    unavailable: tuple[str, ...] = (),
+) -> CoAllocationFailed:
+    left = release(adapter, taken.handles)
+    return CoAllocationFailed(
+        f"co-allocation failed, nothing held: {message}",
+        retry_after=retry_after,
+        unavailable=unavailable,
+        leftovers=tuple(left),
+    )
