@@ -1,0 +1,436 @@
+"""The daemon's persistent store: sessions, their numbered events, and our placeholders (SQLite).
+
+Every state change is written here *before* it is acknowledged to a launcher, so that after a
+``kill -9`` and a restart nothing acknowledged is lost and launchers resume their event streams
+from the last sequence number they saw (DESIGN §5, §9).
+
+Why these choices:
+
+- stdlib ``sqlite3`` in WAL mode: one file, no server, atomic multi-row transactions, and readers
+  (a CLI inspecting the state) never block the daemon's writer.
+- ``synchronous=FULL`` by default: a commit returns once the WAL is fsynced, so an acknowledged
+  write also survives a power cut. ``NORMAL`` still survives ``kill -9`` (the WAL is in the OS
+  cache) but may lose the last commits on an OS crash; it is several times faster.
+- One connection behind a re-entrant lock: the HTTP thread pool and the scheduler thread share
+  it, and a transaction holds the lock until it ends, so no other thread sees or joins it.
+- Rows are pydantic models validated before any write, so a value that cannot be meant (a
+  request on a cluster the session does not see, a waiting session without a request) is refused
+  instead of crashing every later policy pass that would read it back.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Iterable, Iterator, Mapping
+from contextlib import contextmanager
+from enum import Enum
+from pathlib import Path
+from typing import Any, Final, Literal, Self
+
+from pydantic import TypeAdapter
+
+from coorm_bridge.model import AppState, Event, Filter, Request
+from coorm_bridge.policy import Application
+from coorm_bridge.records import (
+    PlaceholderRow,
+    PlaceholderStatus,
+    SessionRow,
+    new_session_id,
+)
+
+__all__ = [
+    "FINAL_STATES",
+    "PlaceholderRow",
+    "PlaceholderStatus",
+    "SchemaVersionError",
+    "SessionRow",
+    "Store",
+    "StoreError",
+    "new_session_id",
+]
+
+#: Bump on any schema change, with a migration from the previous version.
+SCHEMA_VERSION: Final = 1
+#: Sessions that no policy pass sees any more; kept for audit until purged.
+FINAL_STATES: Final = (AppState.FINISHED, AppState.CANCELLED)
+_BUSY_TIMEOUT_MS: Final = 10_000
+_EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
+
+_SCHEMA: Final = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE sessions (
+        id TEXT PRIMARY KEY, ord INTEGER UNIQUE NOT NULL, owner TEXT NOT NULL, name TEXT,
+        filter TEXT NOT NULL, clusters TEXT NOT NULL, state TEXT NOT NULL, request TEXT,
+        estimated_start INTEGER, started_at INTEGER, done_at INTEGER, alloc_end INTEGER,
+        created INTEGER NOT NULL, updated INTEGER NOT NULL)""",
+    """CREATE TABLE events (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL, time INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq))""",
+    """CREATE TABLE placeholders (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        cluster TEXT NOT NULL, name TEXT UNIQUE NOT NULL, start INTEGER NOT NULL,
+        end INTEGER NOT NULL, hosts INTEGER NOT NULL, host_names TEXT NOT NULL,
+        status TEXT NOT NULL, PRIMARY KEY (session_id, cluster))""",
+)
+
+
+class StoreError(Exception):
+    """The store cannot be used as asked (unreadable file, closed store, misuse)."""
+
+
+class SchemaVersionError(StoreError):
+    """The file was written by another version of coorm-bridge: refuse rather than corrupt it."""
+
+
+class _Unset(Enum):
+    """'Not given' for :meth:`Store.update_session`, where ``None`` is a value to write."""
+
+    UNSET = "unset"
+
+
+_UNSET: Final = _Unset.UNSET
+_UPDATABLE: Final = ("state", "request", "estimated_start", "started_at", "done_at", "alloc_end")
+
+
+class Store:
+    """The SQLite file behind the daemon. Thread-safe; use as a context manager or ``close()``."""
+
+    def __init__(
+        self, path: Path | str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL"
+    ) -> None:
+        if synchronous not in ("FULL", "NORMAL"):
+            raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}")
+        self.path = Path(path)
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._closed = False
+        try:
+            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
+        except sqlite3.Error as error:
+            raise StoreError(f"cannot open the store {self.path}: {error}") from error
+        try:
+            self._setup(synchronous)
+        except sqlite3.Error as error:
+            self._conn.close()
+            raise StoreError(f"cannot use {self.path} as a store: {error}") from error
+        except BaseException:
+            self._conn.close()
+            raise
+
+    def _setup(self, synchronous: str) -> None:
+        conn = self._conn
+        conn.row_factory = sqlite3.Row
+        # PRAGMAs cannot be bound parameters; these values are constants checked above.
+        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
+        self._schema_version()  # refuse before changing a file that may not be ours
+        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+        if mode != "wal" and str(self.path) != ":memory:":
+            raise StoreError(f"{self.path}: the file system refused WAL mode (got {mode!r})")
+        conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute("PRAGMA foreign_keys = ON")
+        if self._schema_version() is not None:
+            return  # opening an existing store takes no write lock: the daemon may hold it
+        with self.transaction():  # check again: another process may have created it meanwhile
+            if self._schema_version() is None:
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+                conn.executemany(
+                    "INSERT INTO meta VALUES (?, ?)",
+                    [("schema_version", str(SCHEMA_VERSION)), ("last_ord", "0")],
+                )
+
+    def _schema_version(self) -> int | None:
+        """The file's schema version, None for an empty file; refuses anything else."""
+        found = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
+        tables = {row[0] for row in found}
+        if "meta" not in tables:
+            if tables:
+                raise StoreError(f"{self.path} is not a coorm-bridge store (no meta table)")
+            return None
+        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        version = int(row[0]) if row and str(row[0]).isdigit() else 0
+        if version != SCHEMA_VERSION:
+            who = "a newer" if version > SCHEMA_VERSION else "an older"
+            raise SchemaVersionError(
+                f"{self.path} has schema version {version}, written by {who} coorm-bridge; this "
+                f"one reads version {SCHEMA_VERSION} only: run a matching coorm-bridge, or point "
+                "the configuration at another database"
+            )
+        return version
+
+    # -- life cycle and transactions ---------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the file (idempotent); refused inside a transaction, which would be lost."""
+        with self._lock:
+            if self._depth:
+                raise StoreError("cannot close the store inside a transaction")
+            if not self._closed:
+                self._closed = True
+                self._conn.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Group writes atomically: all are committed when the outermost block exits, none if it
+        raises. A nested block joins the outer transaction through a savepoint, so an exception
+        it raises (and the caller catches) undoes its own writes only. Other threads wait for
+        the end of the block, so keep it short and never wait in it for another thread's store
+        call (a deadlock), nor for a batch system."""
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"the store {self.path} is closed")
+            conn = self._conn
+            if self._depth == 0:
+                # IMMEDIATE takes the write lock now, not at the first write: no upgrade deadlock.
+                conn.execute("BEGIN IMMEDIATE")
+                self._depth = 1
+                try:
+                    yield
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if conn.in_transaction:
+                        conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._depth = 0
+            else:
+                conn.execute("SAVEPOINT nested")
+                self._depth += 1
+                try:
+                    yield
+                    conn.execute("RELEASE nested")
+                except BaseException:
+                    if conn.in_transaction:  # some I/O errors already rolled everything back
+                        conn.execute("ROLLBACK TO nested")
+                        conn.execute("RELEASE nested")
+                    raise
+                finally:
+                    self._depth -= 1
+
+    def _read(self, sql: str, parameters: Iterable[object] = ()) -> list[Any]:
+        with self._lock:
+            if self._closed:
+                raise StoreError(f"the store {self.path} is closed")
+            return self._conn.execute(sql, tuple(parameters)).fetchall()
+
+    # -- sessions ----------------------------------------------------------------------------
+
+    def create_session(
+        self, owner: str, name: str | None, filter: Filter, clusters: Iterable[str], now: int
+    ) -> SessionRow:
+        """Subscribe: a new session in state SUBMITTED, last in the subscription order."""
+        with self.transaction():
+            last = int(self._read("SELECT value FROM meta WHERE key = 'last_ord'")[0][0])
+            given = {"owner": owner, "name": name, "filter": filter, "clusters": tuple(clusters)}
+            new = {"id": new_session_id(), "order": last + 1, "created": now, "updated": now}
+            row = SessionRow.model_validate(given | new)
+            self._conn.execute("UPDATE meta SET value = ? WHERE key = 'last_ord'", (row.order,))
+            self._conn.execute(
+                "INSERT INTO sessions VALUES (:id, :order, :owner, :name, :filter, :clusters, "
+                ":state, :request, :estimated_start, :started_at, :done_at, :alloc_end, "
+                ":created, :updated)",
+                _to_sql(row),
+            )
+        return row
+
+    def session(self, session_id: str) -> SessionRow | None:
+        rows = self._read("SELECT * FROM sessions WHERE id = ?", (session_id,))
+        return _session_row(rows[0]) if rows else None
+
+    def sessions(
+        self, owner: str | None = None, states: Iterable[AppState] | None = None
+    ) -> list[SessionRow]:
+        """Sessions in subscription order, optionally of one owner and in some states."""
+        wanted = None if states is None else json.dumps([AppState(s).value for s in states])
+        rows = self._read(
+            "SELECT * FROM sessions WHERE (?1 IS NULL OR owner = ?1) AND "
+            "(?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) ORDER BY ord",
+            (owner, wanted),
+        )
+        return [_session_row(row) for row in rows]
+
+    def active_applications(self) -> list[Application]:
+        """The policy's application table: every session not finished or cancelled, in order."""
+        active = [state for state in AppState if state not in FINAL_STATES]
+        return [row.application() for row in self.sessions(states=active)]
+
+    def update_session(
+        self,
+        session_id: str,
+        *,
+        now: int,
+        state: AppState | _Unset = _UNSET,
+        request: Request | _Unset | None = _UNSET,
+        estimated_start: int | _Unset | None = _UNSET,
+        started_at: int | _Unset | None = _UNSET,
+        done_at: int | _Unset | None = _UNSET,
+        alloc_end: int | _Unset | None = _UNSET,
+    ) -> SessionRow:
+        """Change the fields given (``None`` included), stamp ``updated``; KeyError if unknown.
+
+        The whole new row is validated first, so a change that would leave the session
+        inconsistent (say WAITING without a request) is refused and nothing is written."""
+        given = (state, request, estimated_start, started_at, done_at, alloc_end)
+        changes = {k: v for k, v in zip(_UPDATABLE, given, strict=True) if v is not _UNSET}
+        with self.transaction():
+            if (old := self.session(session_id)) is None:
+                raise KeyError(session_id)
+            row = SessionRow.model_validate({**dict(old), **changes, "updated": now})
+            self._conn.execute(
+                "UPDATE sessions SET state = :state, request = :request, estimated_start = "
+                ":estimated_start, started_at = :started_at, done_at = :done_at, "
+                "alloc_end = :alloc_end, updated = :updated WHERE id = :id",
+                _to_sql(row),
+            )
+        return row
+
+    def purge_finished(self, before: int) -> int:
+        """Delete finished and cancelled sessions last updated before ``before``, with their
+        events and placeholders; returns how many sessions went. Their order numbers are never
+        given out again."""
+        with self.transaction():
+            cursor = self._conn.execute(
+                "DELETE FROM sessions WHERE state IN (?, ?) AND updated < ?",
+                (*(state.value for state in FINAL_STATES), before),
+            )
+            return cursor.rowcount
+
+    def _require_session(self, session_id: str) -> None:
+        """KeyError unless the session exists (cheaper than reading and validating it)."""
+        if not self._read("SELECT 1 FROM sessions WHERE id = ?", (session_id,)):
+            raise KeyError(session_id)
+
+    # -- events ------------------------------------------------------------------------------
+
+    def append_event(self, session_id: str, event: Mapping[str, object]) -> Event:
+        """Store ``event`` (an event's fields, without ``seq``) as the session's next one.
+
+        Numbers are 1, 2, ... per session, assigned under the transaction so that they are
+        unique and gapless whatever the threads; the returned event is what a launcher gets."""
+        if "seq" in event:
+            raise ValueError("the store numbers events: give the event without 'seq'")
+        with self.transaction():
+            self._require_session(session_id)
+            last = self._conn.execute(
+                "SELECT seq, type FROM events WHERE session_id = ? ORDER BY seq DESC LIMIT 1",
+                (session_id,),
+            ).fetchone()
+            if last is not None and last["type"] == "ended":
+                raise ValueError(f"session {session_id} has ended: no event follows 'ended'")
+            full = _EVENTS.validate_python({**event, "seq": 1 if last is None else last[0] + 1})
+            self._conn.execute(
+                "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
+                (session_id, full.seq, full.time, full.type, _EVENTS.dump_json(full).decode()),
+            )
+        return full
+
+    def events(self, session_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
+        """The session's events numbered above ``after``, oldest first, at most ``limit``."""
+        if after < 0 or limit < 1:
+            raise ValueError(f"need after >= 0 and limit >= 1, got after={after}, limit={limit}")
+        rows = self._read(
+            "SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            (session_id, after, limit),
+        )
+        if not rows:
+            self._require_session(session_id)
+        return [_EVENTS.validate_json(row[0]) for row in rows]
+
+    def last_seq(self, session_id: str) -> int:
+        """The session's last event number, 0 before the first; KeyError if unknown."""
+        self._require_session(session_id)
+        rows = self._read("SELECT MAX(seq) FROM events WHERE session_id = ?", (session_id,))
+        return int(rows[0][0] or 0)
+
+    # -- placeholders ------------------------------------------------------------------------
+
+    def put_placeholder(self, row: PlaceholderRow) -> None:
+        """Record (or update) the session's placeholder on ``row.cluster``.
+
+        Refused: an unknown session (KeyError), a cluster outside its view, or a reservation
+        name that another session or cluster already holds (ValueError)."""
+        with self.transaction():
+            session = self.session(row.session_id)
+            if session is None:
+                raise KeyError(row.session_id)
+            if row.cluster not in session.clusters:
+                raise ValueError(f"session {row.session_id} does not see cluster {row.cluster}")
+            other = self._conn.execute(
+                "SELECT session_id, cluster FROM placeholders WHERE name = ?", (row.name,)
+            ).fetchone()
+            if other is not None and tuple(other) != (row.session_id, row.cluster):
+                raise ValueError(
+                    f"reservation name {row.name} already belongs to session {other[0]} "
+                    f"on cluster {other[1]}"
+                )
+            self._conn.execute(
+                # Safe: the only other unique key, the name, was checked just above.
+                "INSERT OR REPLACE INTO placeholders VALUES (:session_id, :cluster, :name, "
+                ":start, :end, :hosts, :host_names, :status)",
+                _to_sql(row),
+            )
+
+    def placeholder(self, session_id: str, cluster: str) -> PlaceholderRow | None:
+        rows = self._read(
+            "SELECT * FROM placeholders WHERE session_id = ? AND cluster = ?", (session_id, cluster)
+        )
+        return _placeholder_row(rows[0]) if rows else None
+
+    def placeholders(self, session_id: str | None = None) -> list[PlaceholderRow]:
+        """All placeholders (or one session's), in subscription order then cluster name."""
+        rows = self._read(
+            "SELECT p.* FROM placeholders p JOIN sessions s ON s.id = p.session_id "
+            "WHERE ?1 IS NULL OR p.session_id = ?1 ORDER BY s.ord, p.cluster",
+            (session_id,),
+        )
+        if not rows and session_id is not None:
+            self._require_session(session_id)
+        return [_placeholder_row(row) for row in rows]
+
+    def delete_placeholder(self, session_id: str, cluster: str) -> None:
+        """Forget a released placeholder; KeyError if there is none."""
+        with self.transaction():
+            cursor = self._conn.execute(
+                "DELETE FROM placeholders WHERE session_id = ? AND cluster = ?",
+                (session_id, cluster),
+            )
+            if cursor.rowcount == 0:
+                raise KeyError((session_id, cluster))
+
+
+_JSON_COLUMNS: Final = frozenset({"filter", "clusters", "request", "host_names"})
+
+
+def _to_sql(row: SessionRow | PlaceholderRow) -> dict[str, object]:
+    """The row's columns as named parameters: nested values as JSON text, enums as strings."""
+    data = row.model_dump(mode="json")
+    return {
+        k: json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in data.items()
+    }
+
+
+def _from_sql(row: sqlite3.Row) -> dict[str, Any]:
+    data = dict(row)
+    for key in _JSON_COLUMNS.intersection(data):
+        if data[key] is not None:
+            data[key] = json.loads(data[key])
+    return data
+
+
+def _session_row(row: sqlite3.Row) -> SessionRow:
+    data = _from_sql(row)
+    data["order"] = data.pop("ord")
+    return SessionRow.model_validate(data)
+
+
+def _placeholder_row(row: sqlite3.Row) -> PlaceholderRow:
+    return PlaceholderRow.model_validate(_from_sql(row))
