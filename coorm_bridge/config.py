@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 
-from coorm_bridge.model import Frozen, Name
+from coorm_bridge.model import Frozen, Name, describe
 from coorm_bridge.policy import PolicyConfig
 
 #: Tokens grant a user's rights over TCP: short ones are guessable.
@@ -128,7 +128,7 @@ def parse_config(text: str, source: str = "<config>", base_dir: Path | None = No
     try:
         config = Config.model_validate({**data, "source": source})
     except ValidationError as error:
-        raise ConfigError(f"{source}: {_describe(error)}") from error
+        raise ConfigError(f"{source}: {describe(error)}") from error
     return _resolved(config, base_dir) if base_dir is not None else config
 
 
@@ -152,13 +152,6 @@ def load_config(path: str | Path | None = None) -> Config:
             f"make it private (chmod 600 {path})"
         )
     return config
-
-
-def _describe(error: ValidationError) -> str:
-    return "; ".join(
-        f"{'.'.join(str(part) for part in issue['loc']) or '(top)'}: {issue['msg']}"
-        for issue in error.errors()
-    )
 
 
 def _resolved(config: Config, base: Path) -> Config:

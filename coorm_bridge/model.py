@@ -19,6 +19,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    ValidationError,
     ValidationInfo,
     field_serializer,
     field_validator,
@@ -41,6 +42,14 @@ def _check_name(value: str) -> str:
 
 
 Name = Annotated[str, AfterValidator(_check_name)]
+
+
+def describe(error: ValidationError) -> str:
+    """A validation error as one line of ``key.sub: why`` items, for files users edit by hand."""
+    return "; ".join(
+        f"{'.'.join(str(part) for part in issue['loc']) or '(top)'}: {issue['msg']}"
+        for issue in error.errors()
+    )
 #: Whole Unix seconds; pydantic's strict int refuses NaN, inf and fractional seconds.
 Time = Annotated[int, Field(ge=0, strict=True)]
 Duration = Annotated[int, Field(gt=0, strict=True)]

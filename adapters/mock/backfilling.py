@@ -97,29 +97,35 @@ class BackfillingMixin:
 
     def _place(self, job: _Job, after: int, limit: int | None) -> bool:
         """Plan ``job`` at its earliest start in ``[after, limit)`` on the lowest free hosts."""
+        found = self._earliest(job, after, limit)
+        if found is None:
+            return False
+        self._take(job, *found)
+        return True
+
+    def _earliest(self, job: _Job, after: int, limit: int | None) -> tuple[int, int, int] | None:
+        """``(start, end, free hosts)`` of the job's earliest fit in ``[after, limit)``: on the
+        whole cluster, or on its reservation's hosts and cut at the reservation's end."""
         spec = job.spec
         if spec.reservation is None:
             found = self._plan.earliest(spec.hosts, spec.walltime, after, limit)
             if found is None:
-                return False
+                return None
             start, free = found
-            end = start + spec.walltime
-        else:
-            reservation = self._reservations[spec.reservation]
-            found = self._plan.earliest_within(
-                reservation.mask & self._plan.up,
-                spec.hosts,
-                spec.walltime,
-                max(after, reservation.start),
-                cap=reservation.end,
-                limit=limit,
-            )
-            if found is None:
-                return False
-            start, free = found
-            end = min(start + spec.walltime, reservation.end)
-        self._take(job, start, end, free)
-        return True
+            return start, start + spec.walltime, free
+        reservation = self._reservations[spec.reservation]
+        found = self._plan.earliest_within(
+            reservation.mask & self._plan.up,
+            spec.hosts,
+            spec.walltime,
+            max(after, reservation.start),
+            cap=reservation.end,
+            limit=limit,
+        )
+        if found is None:
+            return None
+        start, free = found
+        return start, min(start + spec.walltime, reservation.end), free
 
     def _take(self, job: _Job, start: int, end: int, free: int) -> None:
         """Plan ``job`` over ``[start, end)`` on the lowest of the ``free`` hosts."""
@@ -333,24 +339,11 @@ class BackfillingMixin:
 
     def _backfill(self, job: _Job) -> bool:
         """Start ``job`` now if it fits now around every plan (True if it started)."""
-        now, spec = self._now, job.spec
-        if spec.reservation is None:
-            found = self._plan.earliest(spec.hosts, spec.walltime, now, now + 1)
-            end = now + spec.walltime
-        else:
-            reservation = self._reservations[spec.reservation]
-            found = self._plan.earliest_within(
-                reservation.mask & self._plan.up,
-                spec.hosts,
-                spec.walltime,
-                max(now, reservation.start),
-                cap=reservation.end,
-                limit=now + 1,
-            )
-            end = min(now + spec.walltime, reservation.end)
+        found = self._earliest(job, self._now, self._now + 1)
         if found is None:
             return False
-        mask = lowest_bits(found[1], spec.hosts)
-        self._plan.hold(mask, now, end)
+        start, end, free = found  # start is now: the search was limited to [now, now + 1)
+        mask = lowest_bits(free, job.spec.hosts)
+        self._plan.hold(mask, start, end)
         self._start(job, mask, end)
         return True

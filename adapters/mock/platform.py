@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.mock.scheduler import SchedulingPolicy
-from coorm_bridge.model import ClusterInfo, Frozen, Link, Name
+from coorm_bridge.model import ClusterInfo, Frozen, Link, Name, describe
 
 DEFAULT_PLATFORM = "default_platform.toml"
 
@@ -128,11 +128,7 @@ def parse_platform(
     try:
         return PlatformSpec.model_validate(data)
     except ValidationError as error:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in issue['loc']) or '(top)'}: {issue['msg']}"
-            for issue in error.errors()
-        )
-        raise AdapterError(f"{source}: {problems}") from error
+        raise AdapterError(f"{source}: {describe(error)}") from error
 
 
 def load_platform(path: str | Path | None = None) -> PlatformSpec:
