@@ -23,26 +23,14 @@ DEFAULT_PLATFORM = "default_platform.toml"
 Positive = Annotated[int, Field(gt=0, strict=True)]
 
 
-class ClusterSpec(Frozen):
-    """One simulated cluster and the batch scheduler that runs it."""
+class ClusterSpec(ClusterInfo):
+    """One simulated cluster (its CINFO) and the batch scheduler that runs it."""
 
-    name: Name
-    hosts: Positive
-    cores_per_host: Positive = 1
-    ram_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
-    scratch_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
-    speed: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
     policy: SchedulingPolicy = SchedulingPolicy.CONSERVATIVE
 
     def info(self) -> ClusterInfo:
-        return ClusterInfo(
-            name=self.name,
-            hosts=self.hosts,
-            cores_per_host=self.cores_per_host,
-            ram_per_host_mib=self.ram_per_host_mib,
-            scratch_per_host_mib=self.scratch_per_host_mib,
-            speed=self.speed,
-        )
+        """What launchers see: the cluster, without how the simulation schedules it."""
+        return ClusterInfo.model_validate(self.model_dump(exclude={"policy"}))
 
     def host_names(self) -> list[str]:
         width = len(str(self.hosts - 1))
