@@ -10,6 +10,7 @@ is a configuration or programming problem that needs an admin.
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
 from enum import StrEnum
 from typing import Annotated, Self
@@ -187,8 +188,9 @@ class JobSpec(Frozen):
 class Adapter(ABC):
     """One batch-system platform: one or more clusters behind the same kind of scheduler.
 
-    Implementations should be safe to call from one thread at a time; the bridge serializes calls
-    per adapter. Every method may raise :class:`Unavailable`; writes may raise :class:`Refused`.
+    The daemon calls its adapter from several threads (per-cluster polling, placement, HTTP
+    handlers), so implementations must be thread-safe. Every method may raise
+    :class:`Unavailable`; writes may raise :class:`Refused`.
     """
 
     @abstractmethod
@@ -226,6 +228,15 @@ class Adapter(ABC):
     @abstractmethod
     def job_state(self, cluster: str, job_id: str) -> JobState:
         """Where a submitted job stands (UNKNOWN once the batch system has forgotten it)."""
+
+    def now(self) -> int:
+        """The batch systems' current time in Unix seconds.
+
+        The bridge takes all its times from here so that a simulated platform (whose clock may
+        run faster than real time or be virtual) and the bridge agree; real batch systems run on
+        the host's clock, hence the default.
+        """
+        return int(time.time())
 
     def close(self) -> None:  # noqa: B027 - optional hook, most adapters hold nothing
         """Release connections; the default holds none."""

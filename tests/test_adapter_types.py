@@ -1,5 +1,7 @@
 """The adapter interface's data types and errors: what every adapter hands the bridge."""
 
+import time
+
 import pytest
 from pydantic import ValidationError
 
@@ -32,6 +34,15 @@ def test_an_adapter_must_implement_the_whole_interface():
 
     with pytest.raises(TypeError, match="abstract"):
         Partial()  # type: ignore[abstract]
+
+
+def test_default_now_is_the_hosts_clock_in_whole_seconds(monkeypatch):
+    class Site(Adapter):
+        pass
+
+    Site.__abstractmethods__ = frozenset()  # only the concrete now() is under test
+    monkeypatch.setattr(time, "time", lambda: 1_700_000_000.9)
+    assert Site().now() == 1_700_000_000
 
 
 def test_running_job_needs_a_start():
@@ -70,8 +81,14 @@ def test_reservation_spec_size_from_hosts_or_list():
 
 
 def test_job_spec_is_an_argument_vector():
-    spec = JobSpec(name="solver", user="alice", argv=("mpirun", "-n", "4", "a b"), hosts=2,
-                   walltime=60, reservation="coorm-1-c1")
+    spec = JobSpec(
+        name="solver",
+        user="alice",
+        argv=("mpirun", "-n", "4", "a b"),
+        hosts=2,
+        walltime=60,
+        reservation="coorm-1-c1",
+    )
     assert spec.argv[-1] == "a b"
     with pytest.raises(ValidationError):
         JobSpec(name="x", user="alice", argv=(), hosts=1, walltime=60)

@@ -4,14 +4,22 @@ One :class:`LocalScheduler` per cluster, all on one :class:`Clock`. Every call f
 schedulers up to the clock's time, so the platform evolves the same way whether it is polled
 every second or once an hour (events are processed at their own times, not at poll times), and
 a virtual clock replays days of load in seconds. Faults are injected on demand: a cluster that
-stops answering, nodes going down, reservations refused.
+stops answering, nodes going down, reservations refused; outages can also be scheduled in the
+platform file, for a daemon tested from another process.
+
+The daemon calls its adapter from several threads (per-cluster polling, placement, HTTP
+handlers), and the schedulers are plain data structures: one re-entrant lock around every public
+method keeps the simulation from ever being entered twice at once.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Iterable
+import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Concatenate, ParamSpec, TypeVar
 
 from coorm_bridge.adapters.base import (
     Adapter,
@@ -34,6 +42,22 @@ from coorm_bridge.model import ClusterInfo, Interconnect
 #: JobSpec environment key giving a mock job's simulated run time in seconds (default: walltime).
 RUNTIME_KEY = "COORM_MOCK_RUNTIME"
 
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
+
+
+def _locked(
+    method: Callable[Concatenate[MockAdapter, _P], _R],
+) -> Callable[Concatenate[MockAdapter, _P], _R]:
+    """Run ``method`` holding the adapter's lock (see the module docstring)."""
+
+    @functools.wraps(method)
+    def locked(self: MockAdapter, /, *args: _P.args, **kwargs: _P.kwargs) -> _R:
+        with self._lock:
+            return method(self, *args, **kwargs)
+
+    return locked
+
 
 @dataclass
 class _Outage:
@@ -51,6 +75,7 @@ class MockAdapter(Adapter):
     """The simulated platform; see the module docstring."""
 
     def __init__(self, spec: PlatformSpec, clock: Clock | None = None) -> None:
+        self._lock = threading.RLock()
         self.spec = spec
         self.clock = clock or WallClock(origin=spec.start)
         start = self.clock.now()
@@ -63,15 +88,24 @@ class MockAdapter(Adapter):
         self._ids = itertools.count(1)
         for number, load in enumerate(spec.loads, 1):
             self._add_load(number, load, start)
+        for scheduled in spec.outages:
+            self.outage(scheduled.cluster, start + scheduled.start, start + scheduled.end)
 
     # -- the adapter interface --------------------------------------------------------------
 
+    def now(self) -> int:
+        """The simulated platform's time; no lock, the clock is safe to read from any thread."""
+        return self.clock.now()
+
+    @_locked
     def clusters(self) -> list[ClusterInfo]:
         return [c.info() for c in self.spec.clusters]
 
+    @_locked
     def interconnect(self) -> Interconnect:
         return Interconnect(links=self.spec.links)
 
+    @_locked
     def snapshot(self, clusters: list[str] | None = None) -> PlatformSnapshot:
         names = list(self.schedulers) if clusters is None else clusters
         now = self._sync()
@@ -80,19 +114,23 @@ class MockAdapter(Adapter):
             shots[name] = self._answering(name, now).snapshot()
         return PlatformSnapshot(time=now, clusters=shots)
 
+    @_locked
     def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         scheduler = self._answering(cluster, self._sync())
         self._maybe_refuse(cluster)
         return scheduler.create_reservation(spec)
 
+    @_locked
     def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         scheduler = self._answering(cluster, self._sync())
         self._maybe_refuse(cluster)
         return scheduler.update_reservation(spec)
 
+    @_locked
     def delete_reservation(self, cluster: str, name: str) -> None:
         self._answering(cluster, self._sync()).delete_reservation(name)
 
+    @_locked
     def submit(self, cluster: str, job: JobSpec) -> str:
         scheduler = self._answering(cluster, self._sync())
         runtime = _simulated_runtime(job)
@@ -106,6 +144,7 @@ class MockAdapter(Adapter):
         )
         return scheduler.submit(local)
 
+    @_locked
     def cancel(self, cluster: str, job_id: str) -> None:
         scheduler = self._answering(cluster, self._sync())
         try:
@@ -113,11 +152,13 @@ class MockAdapter(Adapter):
         except KeyError:
             raise AdapterError(f"no job {job_id} on {cluster}", cluster=cluster) from None
 
+    @_locked
     def job_state(self, cluster: str, job_id: str) -> JobState:
         return self._answering(cluster, self._sync()).job_state(job_id)
 
     # -- simulation ---------------------------------------------------------------------------
 
+    @_locked
     def run_until(self, t: int) -> None:
         """Replay every event up to ``t`` on a virtual clock (an error on a wall clock)."""
         if not isinstance(self.clock, VirtualClock):
@@ -132,6 +173,7 @@ class MockAdapter(Adapter):
         self.clock.advance_to(max(t, self.clock.now()))
         self._sync()
 
+    @_locked
     def next_event_time(self) -> int | None:
         """When the platform next changes by itself (None: idle until someone acts)."""
         upcoming = [s.next_event_time() for s in self.schedulers.values()]
@@ -139,6 +181,7 @@ class MockAdapter(Adapter):
 
     # -- faults -------------------------------------------------------------------------------
 
+    @_locked
     def outage(self, cluster: str, start: int, end: int) -> None:
         """The cluster's batch system does not answer during ``[start, end)`` (Unavailable)."""
         self._scheduler(cluster)
@@ -146,11 +189,13 @@ class MockAdapter(Adapter):
             raise ValueError("an outage ends after it starts")
         self._outages[cluster].append(_Outage(start, end))
 
+    @_locked
     def refuse_reservations(self, cluster: str, count: int = 1, reason: str = "") -> None:
         """The next ``count`` reservation requests on ``cluster`` are refused."""
         self._scheduler(cluster)
         self._refusals[cluster] = _Refusals(count, reason or "Requested nodes are busy")
 
+    @_locked
     def set_node_state(
         self, cluster: str, host: str, state: NodeState, at: int | None = None
     ) -> None:

@@ -1,4 +1,4 @@
-"""The simulated platform's description: clusters, links and background load, from TOML.
+"""The simulated platform's description: clusters, links, background load and outages, from TOML.
 
 A default platform ships inside the package (three clusters of different sizes and speeds with
 a light synthetic load), so the bridge runs with no configuration at all. Errors name the file
@@ -68,14 +68,36 @@ class SyntheticLoad(Frozen):
 Load = Annotated[TraceLoad | SyntheticLoad, Field(discriminator="kind")]
 
 
+class OutageSpec(Frozen):
+    """A scheduled window during which one cluster's batch system does not answer.
+
+    Times are seconds after the platform's start, not Unix times, because the start is usually
+    the wall-clock time at which the daemon starts: a test run as a separate process can still
+    say "cluster b goes silent from 60 s to 120 s".
+    """
+
+    cluster: Name
+    start: Annotated[int, Field(ge=0, strict=True)]
+    end: Annotated[int, Field(ge=0, strict=True)]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Self:
+        if self.end <= self.start:
+            raise ValueError(
+                f"an outage must end after it starts (start = {self.start}, end = {self.end})"
+            )
+        return self
+
+
 class PlatformSpec(Frozen):
-    """``[[cluster]]``, ``[[link]]`` and ``[[load]]`` tables of a platform file."""
+    """``[[cluster]]``, ``[[link]]``, ``[[load]]`` and ``[[outage]]`` tables of a platform file."""
 
     start: Annotated[int, Field(ge=0, strict=True)] | None = None
     """Platform time at start (Unix seconds); None: the wall-clock time when it starts."""
     clusters: tuple[ClusterSpec, ...] = Field(min_length=1, alias="cluster")
     links: tuple[Link, ...] = Field(default=(), alias="link")
     loads: tuple[Load, ...] = Field(default=(), alias="load")
+    outages: tuple[OutageSpec, ...] = Field(default=(), alias="outage")
     base_dir: Path = Path()
     """Where relative trace paths are read from (the platform file's folder)."""
 
@@ -94,6 +116,9 @@ class PlatformSpec(Frozen):
         for load in self.loads:
             if load.cluster not in names:
                 raise ValueError(f"a load names unknown cluster {load.cluster}")
+        for number, outage in enumerate(self.outages):
+            if outage.cluster not in names:
+                raise ValueError(f"outage.{number}.cluster: unknown cluster {outage.cluster}")
         return self
 
     def cluster(self, name: str) -> ClusterSpec:

@@ -1,5 +1,6 @@
 """The mock platform as the bridge sees it: through the adapter interface, on a virtual clock."""
 
+import threading
 import time
 from pathlib import Path
 
@@ -180,7 +181,11 @@ def test_node_down_during_a_job_fails_it():
 def test_simulated_runtime_must_be_whole_positive_seconds():
     platform = small()
     bad = JobSpec(
-        name="x", user="alice", argv=("true",), hosts=1, walltime=60,
+        name="x",
+        user="alice",
+        argv=("true",),
+        hosts=1,
+        walltime=60,
         environment={RUNTIME_KEY: "soon"},
     )
     with pytest.raises(AdapterError, match=RUNTIME_KEY):
@@ -198,5 +203,87 @@ def test_wall_clock_platform_moves_by_itself():
         assert platform.snapshot().time >= first + 20
         with pytest.raises(AdapterError, match="virtual clock"):
             platform.run_until(T0 + 10)
+    finally:
+        clock.close()
+
+
+def test_now_is_the_platform_clock():
+    platform = small()
+    assert platform.now() == T0
+    platform.run_until(T0 + 500)
+    assert platform.now() == platform.snapshot().time == T0 + 500
+
+
+def test_scheduled_outage_is_relative_to_the_clock_at_construction():
+    t1 = 2_000_000
+    text = "".join(f'[[cluster]]\nname = "{name}"\nhosts = 4\n' for name in ("a", "b"))
+    text += '[[outage]]\ncluster = "a"\nstart = 100\nend = 200\n'
+    platform = MockAdapter(parse_platform(text), VirtualClock(t1))
+    for t, down in ((t1 + 99, False), (t1 + 100, True), (t1 + 199, True), (t1 + 200, False)):
+        platform.run_until(t)
+        assert platform.snapshot(["b"]).time == t
+        if down:
+            with pytest.raises(Unavailable, match="simulated outage") as caught:
+                platform.snapshot(["a"])
+            assert caught.value.cluster == "a"
+            with pytest.raises(Unavailable):
+                platform.submit("a", job(1, 60))
+        else:
+            assert platform.snapshot(["a"]).time == t
+
+
+def test_concurrent_callers_never_enter_the_simulation_together():
+    extra = (
+        '[[load]]\nkind = "synthetic"\ncluster = "a"\nmean_interarrival = 5\nmean_runtime = 30\n'
+        '[[load]]\nkind = "synthetic"\ncluster = "b"\nmean_interarrival = 5\nmean_runtime = 30\n'
+    )
+    text = f"start = {T0}\n" + "".join(
+        f'[[cluster]]\nname = "{name}"\nhosts = 16\n' for name in ("a", "b")
+    )
+    far = T0 + 10**7  # reservations stay in the future for the whole test, even at 1000x
+    threads, rounds = 8, 30
+    kept: dict[str, dict[str, str]] = {"a": {}, "b": {}}  # cluster -> reservation -> job id
+    errors: list[BaseException] = []
+    barrier = threading.Barrier(threads)
+
+    def hammer(number: int) -> None:
+        try:
+            barrier.wait()
+            for i in range(rounds):
+                cluster = "ab"[(number + i) % 2]
+                name = f"r-{number}-{i}"
+                start = far + (number * rounds + i) * 1000
+                platform.create_reservation(cluster, resa(name, start, start + 500, 2))
+                assert cluster in platform.snapshot().clusters
+                if i % 3 == 0:
+                    platform.delete_reservation(cluster, name)
+                    continue
+                kept[cluster][name] = platform.submit(cluster, job(2, 400, reservation=name))
+                platform.submit(cluster, job(1, 60, runtime=5))
+        except BaseException as error:  # reported below with the thread's traceback
+            errors.append(error)
+
+    clock = WallClock(speedup=1000.0, origin=T0)
+    try:
+        platform = MockAdapter(parse_platform(text + extra), clock)
+        workers = [threading.Thread(target=hammer, args=(n,)) for n in range(threads)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+        assert errors == []
+        snap = platform.snapshot()
+        assert snap.time > T0
+        for cluster, reservations in kept.items():
+            held = {r.name: r for r in snap.clusters[cluster].reservations}
+            assert set(held) == set(reservations)
+            assert all(len(set(r.host_names)) == r.hosts == 2 for r in held.values())
+            pending = {j.id: j for j in snap.clusters[cluster].jobs if j.reservation}
+            assert {j.reservation for j in pending.values()} == set(reservations)
+            for name, job_id in reservations.items():
+                assert pending[job_id].reservation == name
+                assert platform.job_state(cluster, job_id) is JobState.PENDING
+        ids = [j.id for s in snap.clusters.values() for j in s.jobs]
+        assert len(ids) == len(set(ids))
     finally:
         clock.close()

@@ -50,19 +50,61 @@ def test_trace_paths_are_relative_to_the_platform_file(tmp_path):
     assert spec.base_dir / load.path == tmp_path / "traces" / "nasa.swf.gz"
 
 
+def test_outages_are_relative_to_the_platform_start():
+    spec = parse_platform(
+        '[[cluster]]\nname = "c"\nhosts = 2\n[[cluster]]\nname = "d"\nhosts = 2\n'
+        '[[outage]]\ncluster = "d"\nstart = 0\nend = 60\n'
+        '[[outage]]\ncluster = "d"\nstart = 600\nend = 1200\n'
+    )
+    assert [(o.cluster, o.start, o.end) for o in spec.outages] == [("d", 0, 60), ("d", 600, 1200)]
+    assert load_platform().outages == ()
+
+
+def test_the_commented_outage_example_in_etc_is_valid():
+    text = (ROOT / "etc" / "mock-platform.toml").read_text()
+    start = text.index("# [[outage]]")
+    example = "\n".join(line.removeprefix("# ") for line in text[start:].splitlines())
+    spec = parse_platform(text + "\n" + example)
+    assert [o.cluster for o in spec.outages] == ["beta"]
+
+
 @pytest.mark.parametrize(
     ("text", "where"),
     [
         ('[[cluster]]\nname = "c"\nhosts = 0\n', "cluster.0.hosts"),
         ('[[cluster]]\nname = "bad name"\nhosts = 2\n', "cluster.0.name"),
         ('[[cluster]]\nname = "c"\nhosts = 2\n[[cluster]]\nname = "c"\nhosts = 3\n', "c repeat"),
-        ('[[cluster]]\nname = "c"\nhosts = 2\n[[link]]\nclusters = ["c", "d"]\n'
-         'latency_s = 0.1\nbandwidth_bps = 1e9\n', "unknown cluster(s) d"),
-        ('[[cluster]]\nname = "c"\nhosts = 2\n[[load]]\nkind = "synthetic"\ncluster = "x"\n',
-         "unknown cluster x"),
-        ('[[cluster]]\nname = "c"\nhosts = 2\n[[load]]\nkind = "tape"\ncluster = "c"\n',
-         "load.0"),
+        (
+            '[[cluster]]\nname = "c"\nhosts = 2\n[[link]]\nclusters = ["c", "d"]\n'
+            "latency_s = 0.1\nbandwidth_bps = 1e9\n",
+            "unknown cluster(s) d",
+        ),
+        (
+            '[[cluster]]\nname = "c"\nhosts = 2\n[[load]]\nkind = "synthetic"\ncluster = "x"\n',
+            "unknown cluster x",
+        ),
+        ('[[cluster]]\nname = "c"\nhosts = 2\n[[load]]\nkind = "tape"\ncluster = "c"\n', "load.0"),
         ('[[cluster]]\nname = "c"\nhosts = 2\nflavour = "x"\n', "cluster.0.flavour"),
+        (
+            '[[cluster]]\nname = "c"\nhosts = 2\n[[outage]]\ncluster = "x"\nstart = 1\nend = 2\n',
+            "outage.0.cluster: unknown cluster x",
+        ),
+        (
+            '[[cluster]]\nname = "c"\nhosts = 2\n[[outage]]\ncluster = "c"\nstart = 5\nend = 5\n',
+            "outage.0: Value error, an outage must end after it starts (start = 5, end = 5)",
+        ),
+        (
+            '[[cluster]]\nname = "c"\nhosts = 2\n[[outage]]\ncluster = "c"\nstart = -1\nend = 5\n',
+            "outage.0.start",
+        ),
+        (
+            '[[cluster]]\nname = "c"\nhosts = 2\n[[outage]]\ncluster = "c"\nstart = 1.5\nend = 5\n',
+            "outage.0.start",
+        ),
+        (
+            '[[cluster]]\nname = "c"\nhosts = 2\n[[outage]]\ncluster = "c"\nstart = 1\n',
+            "outage.0.end: Field required",
+        ),
         ("cluster = [", "not valid TOML"),
         ("", "cluster: Field required"),
     ],
