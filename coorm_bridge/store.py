@@ -258,6 +258,12 @@ class Store:
         )
         return [_session_row(row) for row in rows]
 
+    def counts(self) -> dict[AppState, int]:
+        """How many sessions are in each state (for metrics, without reading the rows)."""
+        rows = self._read("SELECT state, COUNT(*) FROM sessions GROUP BY state")
+        found = {AppState(state): int(count) for state, count in rows}
+        return {state: found.get(state, 0) for state in AppState}
+
     def active_applications(self) -> list[Application]:
         """The policy's application table: every session not finished or cancelled, in order."""
         active = [state for state in AppState if state not in FINAL_STATES]
@@ -299,7 +305,9 @@ class Store:
         given out again."""
         with self.transaction():
             cursor = self._conn.execute(
-                "DELETE FROM sessions WHERE state IN (?, ?) AND updated < ?",
+                "DELETE FROM sessions WHERE state IN (?, ?) AND updated < ? "
+                # One still holding a placeholder keeps its row until it is released.
+                "AND id NOT IN (SELECT session_id FROM placeholders)",
                 (*(state.value for state in FINAL_STATES), before),
             )
             return cursor.rowcount

@@ -304,17 +304,24 @@ def test_a_ghost_placeholder_is_handed_over_in_one_transaction(store):
     ]
 
 
-def test_purge_takes_events_and_placeholders_along(store):
-    done, running, recent = new(store), new(store), new(store)
-    for row in (done, running, recent):
+def test_purge_takes_events_along_and_keeps_sessions_still_holding_placeholders(store):
+    done, running, recent, unreleased = new(store), new(store), new(store), new(store)
+    for row in (done, running, recent, unreleased):
         store.append_event(row.id, killed())
         store.put_placeholder(placeholder(row))
+    store.delete_placeholder(done.id, "c1")
     store.update_session(done.id, now=150, state=AppState.FINISHED)
+    store.update_session(unreleased.id, now=150, state=AppState.FINISHED)
     store.update_session(recent.id, now=300, state=AppState.CANCELLED)
     assert store.purge_finished(before=200) == 1
     assert store.session(done.id) is None
-    assert [row.id for row in store.sessions()] == [running.id, recent.id]
-    assert {row.session_id for row in store.placeholders()} == {running.id, recent.id}
+    assert [row.id for row in store.sessions()] == [running.id, recent.id, unreleased.id]
+    # A placeholder not yet deleted in its batch system must stay known to reconciliation.
+    assert {row.session_id for row in store.placeholders()} == {
+        running.id,
+        recent.id,
+        unreleased.id,
+    }
     with sqlite3.connect(store.path) as raw:
         orphans = raw.execute("SELECT COUNT(*) FROM events WHERE session_id = ?", (done.id,))
         assert orphans.fetchone() == (0,)
