@@ -1,0 +1,331 @@
+"""The Python client of the bridge's HTTP API v1 (DESIGN §5), for launchers and tests.
+
+Every answer is parsed with the models of :mod:`coorm_bridge.protocol`, the same ones the daemon
+serialises with, so a launcher gets typed values and a mismatch shows up as a clear
+:class:`BridgeError` rather than a pydantic traceback deep inside the launcher.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from types import TracebackType
+from typing import Any, Self, TypeVar
+from urllib.parse import quote, urlsplit
+
+import requests
+import requests.auth
+from pydantic import TypeAdapter, ValidationError
+from requests_unixsocket.adapters import UnixAdapter
+
+from coorm_bridge.config import runtime_dir
+from coorm_bridge.model import (
+    ClusterInfo,
+    EndedEvent,
+    Event,
+    Filter,
+    Interconnect,
+    Request,
+    describe,
+)
+from coorm_bridge.protocol import (
+    API_PREFIX,
+    MAX_WAIT,
+    ErrorBody,
+    EventPage,
+    Health,
+    RequestAnswer,
+    SessionInfo,
+    StateAnswer,
+    SubscribeBody,
+    Subscribed,
+)
+
+T = TypeVar("T")
+
+#: Environment variable naming the bridge to use (a URL or a socket path).
+URL_VARIABLE = "COORM_BRIDGE_URL"
+UNIX_SCHEME = "http+unix"
+
+_CLUSTERS = TypeAdapter(list[ClusterInfo])
+_SESSIONS = TypeAdapter(list[SessionInfo])
+_SUBSCRIBED = TypeAdapter(Subscribed)
+_INTERCONNECT = TypeAdapter(Interconnect)
+_SESSION = TypeAdapter(SessionInfo)
+_REQUEST_ANSWER = TypeAdapter(RequestAnswer)
+_EVENT_PAGE = TypeAdapter(EventPage)
+_STATE = TypeAdapter(StateAnswer)
+_HEALTH = TypeAdapter(Health)
+#: Bytes of a non-JSON error body quoted in the message: enough to recognise a proxy's page.
+_SNIPPET = 200
+
+
+class BridgeError(Exception):
+    """The bridge refused a call or answered something this client cannot read.
+
+    ``status`` is the HTTP status (0 when no answer came at all), ``code`` the daemon's short
+    error code and ``detail`` its sentence, so launchers can branch on the code and show the detail.
+    """
+
+    def __init__(self, status: int, code: str, detail: str) -> None:
+        super().__init__(f"{code} (HTTP {status}): {detail}" if status else f"{code}: {detail}")
+        self.status = status
+        self.code = code
+        self.detail = detail
+
+
+class BridgeUnreachable(BridgeError):
+    """No answer at all (connection refused, socket missing, timeout): worth retrying later."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(0, "unreachable", detail)
+
+
+def base_url(url: str) -> str:
+    """The URL requests should use: Unix sockets become ``http+unix://<percent-encoded path>``.
+
+    Users write ``unix:///run/x.sock`` or just the path; requests_unixsocket wants the path as
+    the host part, encoded so its slashes do not start the URL's path.
+    """
+    if url.startswith("unix://"):
+        path = url.removeprefix("unix://")
+    elif url.startswith("/"):
+        path = url
+    else:
+        scheme = urlsplit(url).scheme
+        if scheme not in ("http", "https", UNIX_SCHEME):
+            raise ValueError(
+                f"bridge URL {url!r}: use http://host:port, https://..., unix:///path/to/socket "
+                "or an absolute socket path"
+            )
+        return url.rstrip("/")
+    if not path:
+        raise ValueError(f"bridge URL {url!r} names no socket path")
+    return f"{UNIX_SCHEME}://{quote(path, safe='')}"
+
+
+class _SocketAdapter(UnixAdapter):
+    """One connection pool per socket: the library keys pools by the full URL, which would open
+    a new connection for every long-poll (each has a new ``after``)."""
+
+    def get_connection(self, url: str | bytes, proxies: Mapping[str, str] | None = None) -> Any:
+        parts = urlsplit(url.decode() if isinstance(url, bytes) else url)
+        # The library is untyped: hence the ignores on its calls.
+        socket_url = f"{parts.scheme}://{parts.netloc}/"
+        return super().get_connection(socket_url, proxies)  # type: ignore[no-untyped-call]
+
+
+class _Bearer(requests.auth.AuthBase):
+    """Bearer token as requests auth: set as ``Session.auth`` it also stops ~/.netrc from
+    replacing the header with Basic credentials."""
+
+    def __init__(self, token: str) -> None:
+        self.token = token
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = f"Bearer {self.token}"
+        return request
+
+
+class BridgeClient:
+    """A connection to one bridge; thread-unsafe like the ``requests.Session`` it wraps."""
+
+    def __init__(
+        self,
+        url: str | None = None,
+        token: str | None = None,
+        timeout: float = 10.0,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self.url = url if url is not None else self.default_url()
+        self.timeout = timeout
+        self._base = base_url(self.url)
+        self._sleep = sleep
+        self._http = requests.Session()
+        if self._base.startswith(f"{UNIX_SCHEME}://"):
+            self._http.mount(f"{UNIX_SCHEME}://", _SocketAdapter())  # type: ignore[no-untyped-call]
+            # No proxy applies to a local socket, and UnixAdapter raises if one is configured.
+            self._http.trust_env = False
+        if token is not None:
+            self._http.auth = _Bearer(token)
+
+    @classmethod
+    def default_url(cls) -> str:
+        """``$COORM_BRIDGE_URL``, else the socket the user's own bridge listens on by default."""
+        return os.environ.get(URL_VARIABLE) or f"unix://{runtime_dir() / 'bridge.sock'}"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    # -- the API ---------------------------------------------------------------------------
+
+    def subscribe(self, filter: Filter | None = None, name: str | None = None) -> Subscribed:
+        body = SubscribeBody(filter=filter or Filter(), name=name)
+        return self._call("POST", "/sessions", _SUBSCRIBED, body=body.model_dump(mode="json"))
+
+    def clusters(self) -> list[ClusterInfo]:
+        return self._call("GET", "/clusters", _CLUSTERS)
+
+    def interconnect(self) -> Interconnect:
+        return self._call("GET", "/interconnect", _INTERCONNECT)
+
+    def sessions(self) -> list[SessionInfo]:
+        """The caller's sessions."""
+        return self._call("GET", "/sessions", _SESSIONS)
+
+    def session(self, session: str) -> SessionInfo:
+        return self._call("GET", _path(session), _SESSION)
+
+    def request(
+        self,
+        session: str,
+        request: Request | None = None,
+        *,
+        nodes: Mapping[str, int] | None = None,
+        duration: int | None = None,
+    ) -> RequestAnswer:
+        """Send (or replace) the session's request: a :class:`Request`, or ``nodes=`` and
+        ``duration=`` to build one."""
+        if request is None:
+            if nodes is None or duration is None:
+                raise TypeError("give a Request, or both nodes= and duration=")
+            request = Request(nodes=nodes, duration=duration)
+        elif nodes is not None or duration is not None:
+            raise TypeError("give a Request or nodes= and duration=, not both")
+        return self._call(
+            "PUT",
+            _path(session, "request"),
+            _REQUEST_ANSWER,
+            body=request.model_dump(mode="json"),
+        )
+
+    def events(self, session: str, after: int = 0, wait: float = 0.0) -> list[Event]:
+        """One long-poll: the events numbered above ``after``, waiting up to ``wait`` seconds
+        for the first one (an empty list when none came)."""
+        if not 0 <= wait <= MAX_WAIT:
+            raise ValueError(f"wait must be between 0 and {MAX_WAIT:g} seconds, got {wait}")
+        page = self._call(
+            "GET",
+            _path(session, "events"),
+            _EVENT_PAGE,
+            params={"after": str(after), "wait": f"{wait:g}"},
+            # The daemon legitimately holds the answer for `wait` seconds.
+            timeout=wait + self.timeout,
+        )
+        return page.events
+
+    def done(self, session: str) -> StateAnswer:
+        """The application finished with its allocation (the hosts become a ghost, then free)."""
+        return self._call("POST", _path(session, "done"), _STATE)
+
+    def withdraw(self, session: str) -> StateAnswer:
+        """Cancel the session: its request is dropped, its allocation (if any) released."""
+        return self._call("DELETE", _path(session), _STATE)
+
+    def health(self) -> Health:
+        return self._call("GET", "/health", _HEALTH)
+
+    def follow(
+        self,
+        session: str,
+        after: int = 0,
+        wait: float = 30.0,
+        retry: float = 1.0,
+        max_retry: float = 30.0,
+    ) -> Iterator[Event]:
+        """Every event of the session after ``after``, in order, until it ends.
+
+        Rides out a daemon restart: when the bridge cannot be reached or answers 5xx, waits
+        (doubling from ``retry`` up to ``max_retry``) and polls again from the last event
+        yielded, so none is lost or repeated. Refusals (4xx) are raised: retrying cannot help.
+        """
+        delay = retry
+        while True:
+            try:
+                events = self.events(session, after=after, wait=wait)
+            except BridgeError as error:
+                if not (isinstance(error, BridgeUnreachable) or error.status >= 500):
+                    raise
+                self._sleep(delay)
+                delay = min(delay * 2, max_retry)
+                continue
+            delay = retry
+            for event in events:
+                if event.seq <= after:  # already yielded; the daemon should not resend it
+                    continue
+                after = event.seq
+                yield event
+                if isinstance(event, EndedEvent):
+                    return
+
+    # -- plumbing --------------------------------------------------------------------------
+
+    def _call(
+        self,
+        method: str,
+        path: str,
+        adapter: TypeAdapter[T],
+        *,
+        body: Any = None,
+        params: Mapping[str, str] | None = None,
+        timeout: float | None = None,
+    ) -> T:
+        url = f"{self._base}{API_PREFIX}{path}"
+        try:
+            answer = self._http.request(
+                method,
+                url,
+                json=body,
+                params=params,
+                timeout=self.timeout if timeout is None else timeout,
+            )
+        except (requests.ConnectionError, requests.Timeout) as error:
+            raise BridgeUnreachable(f"no answer from the bridge at {self.url}: {error}") from error
+        except requests.RequestException as error:
+            raise BridgeError(0, "request_failed", f"{method} {url}: {error}") from error
+        if not answer.ok:
+            raise _refusal(answer)
+        try:
+            return adapter.validate_json(answer.content)
+        except ValidationError as error:
+            raise BridgeError(
+                answer.status_code,
+                "bad_answer",
+                f"{method} {path}: the bridge's answer does not match the protocol "
+                f"(client and daemon versions differ?): {describe(error)}",
+            ) from None
+
+
+def _path(session: str, *rest: str) -> str:
+    """A session's URL path; the id is quoted so it cannot reach another path."""
+    return "/".join(("/sessions", quote(session, safe=""), *rest))
+
+
+def _refusal(answer: requests.Response) -> BridgeError:
+    try:
+        body = ErrorBody.model_validate_json(answer.content)
+    except ValidationError:
+        text = answer.content[:_SNIPPET].decode("utf-8", "replace").strip()
+        return BridgeError(
+            answer.status_code,
+            f"http_{answer.status_code}",
+            f"{answer.request.method} {answer.url}: HTTP {answer.status_code} "
+            f"{answer.reason or ''} without a bridge error body (a proxy in between?): "
+            f"{text!r}",
+        )
+    return BridgeError(answer.status_code, body.error, body.detail)
+
+
+__all__ = ["BridgeClient", "BridgeError", "BridgeUnreachable", "base_url"]
