@@ -1,11 +1,21 @@
-"""``coorm-bridge``: the daemon's command line."""
+"""``coorm-bridge``: run the daemon (``serve``), look at it (``status``), try it (``demo``)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import os
+import sys
 from collections.abc import Sequence
 
 from coorm_bridge import __version__
+from coorm_bridge.config import ConfigError, load_config
+from coorm_bridge.daemon import run
+from coorm_bridge.demo import run_demo
+from coorm_bridge.server import ServerError
+from coorm_bridge.status import show_status
+
+CONFIG_ENV = "COORM_BRIDGE_CONFIG"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -14,13 +24,80 @@ def build_parser() -> argparse.ArgumentParser:
         description="CooRM views and co-allocation beside Slurm and OAR.",
     )
     parser.add_argument("--version", action="version", version=f"coorm-bridge {__version__}")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    serve = commands.add_parser(
+        "serve",
+        help="run the daemon",
+        description="Run the bridge. Without a configuration it runs the built-in mock platform "
+        "for you alone, on a Unix socket in your runtime directory.",
+    )
+    serve.add_argument(
+        "-c",
+        "--config",
+        default=os.environ.get(CONFIG_ENV),
+        help=f"TOML configuration (default: ${CONFIG_ENV}, else built-in defaults)",
+    )
+    serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+
+    for name, text in (
+        ("status", "show clusters, their availability and sessions"),
+        ("demo", "two applications co-allocated across two clusters"),
+    ):
+        sub = commands.add_parser(name, help=text, description=text)
+        sub.add_argument(
+            "--url",
+            default=None,
+            help="the bridge: unix:///path or http://host:port (default: $COORM_BRIDGE_URL, "
+            "else your own daemon's socket)",
+        )
+        sub.add_argument(
+            "--token", default=os.environ.get("COORM_BRIDGE_TOKEN"), help="bearer token for TCP"
+        )
+        if name == "demo":
+            sub.add_argument(
+                "--start-daemon",
+                action="store_true",
+                help="start a private daemon on the mock platform for the demo, stop it after",
+            )
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.command == "serve":
+        return _serve(args.config, args.log_level)
+    if args.command == "status":
+        return show_status(args.url, args.token)
+    if args.command == "demo":
+        return run_demo(args.url, args.token, start_daemon=args.start_daemon)
     parser.print_help()
+    return 0
+
+
+def _serve(path: str | None, level: str) -> int:
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        config = load_config(path)
+    except ConfigError as error:
+        print(f"coorm-bridge: {error}", file=sys.stderr)
+        return 2
+
+    def ready(addresses: list[str]) -> None:
+        where = " and ".join(addresses)
+        print(f"coorm-bridge {__version__} listening on {where}", flush=True)
+        print(f"  configuration: {config.source}; state: {config.bridge.database}", flush=True)
+        if config.bridge.socket is not None:
+            print(f"  launchers: export COORM_BRIDGE_URL={addresses[0]}", flush=True)
+
+    try:
+        run(config, on_ready=ready)
+    except (ServerError, ConfigError) as error:
+        print(f"coorm-bridge: {error}", file=sys.stderr)
+        return 1
     return 0
 
 

@@ -50,6 +50,8 @@ def describe(error: ValidationError) -> str:
         f"{'.'.join(str(part) for part in issue['loc']) or '(top)'}: {issue['msg']}"
         for issue in error.errors()
     )
+
+
 #: Whole Unix seconds; pydantic's strict int refuses NaN, inf and fractional seconds.
 Time = Annotated[int, Field(ge=0, strict=True)]
 Duration = Annotated[int, Field(gt=0, strict=True)]
@@ -173,9 +175,7 @@ class CAP(Frozen):
 
     @field_validator("steps")
     @classmethod
-    def _increasing(
-        cls, steps: tuple[tuple[int, int], ...]
-    ) -> tuple[tuple[int, int], ...]:
+    def _increasing(cls, steps: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
         for (t0, _), (t1, _) in pairwise(steps):
             if t1 <= t0:
                 raise ValueError(f"step times must strictly increase, got {t0} then {t1}")

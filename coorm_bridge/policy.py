@@ -112,6 +112,8 @@ class PassResult:
     free: dict[str, Profile]
     """Free hosts once started applications and ghosts are subtracted (before placement)."""
     recomputed: int
+    left: dict[str, Profile]
+    """Free hosts once every placed application is subtracted too: what a new subscriber sees."""
     _clusters: tuple[str, ...] = field(repr=False)
     _views: dict[str, tuple[tuple[int, ...], tuple[Profile, ...]]] = field(repr=False)
 
@@ -223,6 +225,7 @@ class Policy:
             expired=tuple(expired),
             free=dict(zip(clusters, self._base, strict=True)),
             recomputed=recomputed,
+            left=dict(zip(clusters, state, strict=True)),
             _clusters=clusters,
             _views=views,
         )

@@ -21,6 +21,7 @@ from requests_unixsocket.adapters import UnixAdapter
 
 from coorm_bridge.config import runtime_dir
 from coorm_bridge.model import (
+    CAP,
     ClusterInfo,
     EndedEvent,
     Event,
@@ -57,6 +58,7 @@ _REQUEST_ANSWER = TypeAdapter(RequestAnswer)
 _EVENT_PAGE = TypeAdapter(EventPage)
 _STATE = TypeAdapter(StateAnswer)
 _HEALTH = TypeAdapter(Health)
+_CAPS = TypeAdapter(list[CAP])
 #: Bytes of a non-JSON error body quoted in the message: enough to recognise a proxy's page.
 _SNIPPET = 200
 
@@ -180,6 +182,10 @@ class BridgeClient:
 
     def interconnect(self) -> Interconnect:
         return self._call("GET", "/interconnect", _INTERCONNECT)
+
+    def availability(self) -> list[CAP]:
+        """Free hosts per cluster after every session: what a new subscriber would see."""
+        return self._call("GET", "/availability", _CAPS)
 
     def sessions(self) -> list[SessionInfo]:
         """The caller's sessions."""

@@ -1,0 +1,169 @@
+"""The HTTP API v1 (DESIGN §5) over a :class:`~coorm_bridge.bridge.Bridge`, with FastAPI.
+
+Who is calling: on the Unix socket, the peer's uid (read by :mod:`coorm_bridge.server`); on TCP,
+a bearer token from the configuration. Every error is ``{"error": code, "detail": text}`` with a
+4xx status; an unexpected exception is logged and answered with a bare 500, never a traceback.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from prometheus_client import CollectorRegistry
+from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from coorm_bridge import __version__
+from coorm_bridge.bridge import Bridge
+from coorm_bridge.errors import BridgeError
+from coorm_bridge.metrics import BridgeCollector
+from coorm_bridge.protocol import API_PREFIX, MAX_BODY
+from coorm_bridge.routes import metrics_router, router
+
+log = logging.getLogger(__name__)
+
+
+class Notifier:
+    """Wakes the long polls of a session when the bridge stored events for it (any thread)."""
+
+    def __init__(self) -> None:
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.waiters: dict[str, set[asyncio.Event]] = {}
+
+    def wake(self, session_id: str) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._wake, session_id)
+
+    def _wake(self, session_id: str) -> None:
+        for waiter in self.waiters.get(session_id, ()):
+            waiter.set()
+
+    def register(self, session_id: str) -> asyncio.Event:
+        waiter = asyncio.Event()
+        self.waiters.setdefault(session_id, set()).add(waiter)
+        return waiter
+
+    def unregister(self, session_id: str, waiter: asyncio.Event) -> None:
+        waiters = self.waiters.get(session_id)
+        if waiters is not None:
+            waiters.discard(waiter)
+            if not waiters:
+                del self.waiters[session_id]
+
+
+class LimitBody:
+    """Refuses bodies above ``MAX_BODY`` bytes with a 413, declared or streamed, before the app
+    parses anything (so nothing is half-done). Bodies are small: it reads them whole first."""
+
+    def __init__(self, app: ASGIApp, limit: int = MAX_BODY) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        for name, value in scope.get("headers", ()):
+            if name == b"content-length" and value.isdigit() and int(value) > self.limit:
+                await _too_large(self.limit)(scope, receive, send)
+                return
+        body = bytearray()
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":  # the client went away
+                await self.app(scope, _replay(message, receive), send)
+                return
+            body += message.get("body", b"")
+            if len(body) > self.limit:
+                await _too_large(self.limit)(scope, receive, send)
+                return
+            if not message.get("more_body", False):
+                break
+        whole: Message = {"type": "http.request", "body": bytes(body), "more_body": False}
+        await self.app(scope, _replay(whole, receive), send)
+
+
+def _replay(first: Message, receive: Receive) -> Receive:
+    """A receive channel that gives ``first`` and then whatever the connection sends."""
+    pending = [first]
+
+    async def replayed() -> Message:
+        return pending.pop() if pending else await receive()
+
+    return replayed
+
+
+def _too_large(limit: int) -> JSONResponse:
+    return _error(413, "too_large", f"the body exceeds the limit of {limit} bytes")
+
+
+def _error(status: int, code: str, detail: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": code, "detail": detail})
+
+
+def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastAPI:
+    """The ASGI application; ``tokens`` maps bearer tokens to users (default: the config's)."""
+    notifier = Notifier()
+    registry = CollectorRegistry(auto_describe=True)
+    registry.register(BridgeCollector(bridge))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        notifier.loop = asyncio.get_running_loop()
+        bridge.listeners.append(notifier.wake)
+        yield
+        bridge.listeners.remove(notifier.wake)
+        notifier.loop = None
+
+    app = FastAPI(
+        title="coorm-bridge",
+        version=__version__,
+        description="CooRM launcher protocol: views, requests, co-allocated starts.",
+        openapi_url=f"{API_PREFIX}/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.bridge = bridge
+    app.state.tokens = dict(tokens if tokens is not None else bridge.config.bridge.tokens)
+    app.state.notifier = notifier
+    app.state.registry = registry
+    app.include_router(router, prefix=API_PREFIX)
+    app.include_router(metrics_router)
+    app.add_exception_handler(BridgeError, _bridge_error)  # type: ignore[arg-type]
+    app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
+    app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(Exception, _bug)
+    app.add_middleware(LimitBody)
+    return app
+
+
+async def _bridge_error(request: Request, error: BridgeError) -> JSONResponse:
+    return _error(error.status, error.code, str(error))
+
+
+async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:
+    issues = error.errors()
+    if any(issue.get("type") == "json_invalid" for issue in issues):
+        return _error(400, "malformed", "the body is not valid JSON")
+    detail = "; ".join(
+        f"{'.'.join(str(p) for p in issue.get('loc', ()))}: {issue.get('msg', 'invalid')}"
+        for issue in issues
+    )
+    return _error(422, "invalid", detail)
+
+
+async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
+    code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "bad_request")
+    return _error(error.status_code, code, str(error.detail))
+
+
+async def _bug(request: Request, error: Exception) -> JSONResponse:
+    log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=error)
+    return _error(500, "internal", "internal error: see the bridge's log")

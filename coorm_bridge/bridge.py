@@ -1,0 +1,234 @@
+"""The bridge: launcher sessions, the policy pass, and the placeholders that make it real.
+
+One object ties the parts together: the store (every state change is written before it is
+acknowledged), the poller (the batch systems' latest snapshots), the policy (pure) and placement
+(the batch systems' reservations). The HTTP API calls the session operations, the loop calls
+:meth:`Bridge.poll`, :meth:`Bridge.tick` and :meth:`Bridge.reconcile`; one lock serialises them
+so that a pass always sees a consistent application table.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping
+
+from pydantic import ValidationError
+
+from coorm_bridge.adapters.base import Adapter, AdapterError
+from coorm_bridge.config import Config
+from coorm_bridge.errors import Conflict, Invalid, NotFound
+from coorm_bridge.model import CAP, AppState, Event, Filter, Request, View, describe
+from coorm_bridge.passes import PassRunner
+from coorm_bridge.protocol import Health, SessionInfo, Subscribed
+from coorm_bridge.records import SessionRow
+from coorm_bridge.store import FINAL_STATES, Store
+
+log = logging.getLogger(__name__)
+
+PLACED = (AppState.SUBMITTED, AppState.REQUEST_SENT, AppState.WAITING)
+ACTIVE = tuple(state for state in AppState if state not in FINAL_STATES)
+
+
+class Bridge:
+    """See the module docstring. ``adapter.now()`` is the bridge's clock."""
+
+    def __init__(self, config: Config, adapter: Adapter, store: Store) -> None:
+        self.config = config
+        self.adapter = adapter
+        self.store = store
+        self.infos = adapter.clusters()
+        self.interconnect = adapter.interconnect()
+        self.admins = frozenset(config.bridge.admins)
+        self._lock = threading.RLock()
+        self._passed = threading.Condition(self._lock)
+        self.runner = PassRunner(config, adapter, store, [c.name for c in self.infos])
+        self.runner.notify = self._notify
+        self.listeners: list[Callable[[str], None]] = []
+        """Called with a session id after events were stored for it (from any thread)."""
+
+    def now(self) -> int:
+        return self.adapter.now()
+
+    def _notify(self, session_id: str) -> None:
+        for listener in self.listeners:
+            try:
+                listener(session_id)
+            except Exception:
+                log.exception("an event listener failed")
+
+    # -- identity ---------------------------------------------------------------------------
+
+    def is_admin(self, user: str) -> bool:
+        return user in self.admins
+
+    def _own(self, user: str, session_id: str) -> SessionRow:
+        """The session if ``user`` may act on it; unknown and foreign sessions look the same
+        (404), so that nobody learns which ids exist."""
+        row = self.store.session(session_id)
+        if row is None or (row.owner != user and not self.is_admin(user)):
+            raise NotFound(f"no session {session_id} of yours")
+        return row
+
+    # -- launcher operations ----------------------------------------------------------------
+
+    def subscribe(self, user: str, filter: Filter, name: str | None) -> Subscribed:
+        """subscribe: a new session, last in priority; its first view comes as a change event."""
+        seen = filter.select(self.infos)
+        if not seen:
+            raise Invalid(
+                "the filter lets no cluster through; clusters: "
+                + ", ".join(f"{c.name} ({c.hosts} hosts)" for c in self.infos)
+            )
+        with self._lock:
+            row = self.store.create_session(user, name, filter, [c.name for c in seen], self.now())
+            self.runner.trigger()
+        log.info("session %s subscribed by %s (%s)", row.id, user, ", ".join(row.clusters))
+        return Subscribed(session=row.id, clusters=tuple(seen))
+
+    def sessions_of(self, user: str) -> list[SessionInfo]:
+        owner = None if self.is_admin(user) else user
+        return [self._info(row) for row in self.store.sessions(owner=owner)]
+
+    def info(self, user: str, session_id: str) -> SessionInfo:
+        return self._info(self._own(user, session_id))
+
+    def _info(self, row: SessionRow) -> SessionInfo:
+        view = self.runner.view(row.id) if row.state in PLACED else None
+        end = row.alloc_end
+        if row.state in (AppState.FINISH_SENT, AppState.GHOST) and row.done_at is not None:
+            end = row.application().hold_end(self.config.policy.fair_start)
+        stale = set(self.runner.poller.stale())
+        return SessionInfo(
+            session=row.id,
+            name=row.name,
+            owner=row.owner,
+            state=row.state,
+            clusters=row.clusters,
+            request=row.request,
+            estimated_start=row.estimated_start,
+            started_at=row.started_at,
+            done_at=row.done_at,
+            end=end,
+            view=None if view is None else View.of(view, self.now()),
+            stale=tuple(c for c in row.clusters if c in stale),
+            last_seq=self.store.last_seq(row.id),
+        )
+
+    def put_request(
+        self, user: str, session_id: str, nodes: Mapping[str, object], duration: object
+    ) -> int:
+        """request: replace the session's request; returns the pass count to wait for.
+
+        Validated against the clusters the session sees; refused once the session started."""
+        with self._lock:
+            row = self._own(user, session_id)
+            try:
+                request = Request.model_validate(
+                    {"nodes": nodes, "duration": duration}, context={"clusters": row.clusters}
+                )
+            except ValidationError as error:
+                raise Invalid(describe(error)) from None
+            if row.state not in PLACED:
+                raise Conflict(f"session {session_id} is {row.state}: its request is final")
+            self.store.update_session(
+                session_id, now=self.now(), state=AppState.REQUEST_SENT, request=request
+            )
+            self.runner.trigger()
+            return self.runner.passes
+
+    def done(self, user: str, session_id: str) -> SessionRow:
+        """done: the application exited; its hosts become a ghost for ``fair_start`` seconds.
+
+        Repeating it is harmless (a launcher retries when the answer was lost)."""
+        with self._lock:
+            row = self._own(user, session_id)
+            if row.state in (AppState.FINISH_SENT, AppState.GHOST, AppState.FINISHED):
+                return row
+            if row.state is not AppState.STARTED:
+                raise Conflict(
+                    f"session {session_id} is {row.state}, not started: withdraw it instead"
+                )
+            now = max(self.now(), row.started_at or 0)
+            row = self.store.update_session(
+                session_id, now=now, state=AppState.FINISH_SENT, done_at=now
+            )
+            self.runner.trigger()
+            return row
+
+    def withdraw(self, user: str, session_id: str) -> SessionRow:
+        """Withdraw before start: the session ends and any placeholder held ahead goes."""
+        with self._lock:
+            row = self._own(user, session_id)
+            if row.state is AppState.CANCELLED:
+                return row
+            if row.state not in PLACED:
+                raise Conflict(f"session {session_id} is {row.state}: send done instead")
+            row = self.runner.end(row, AppState.CANCELLED, self.now())
+            self.runner.trigger()
+            return row
+
+    def events(self, user: str, session_id: str, after: int, limit: int = 1000) -> list[Event]:
+        self._own(user, session_id)
+        return self.store.events(session_id, after=after, limit=limit)
+
+    def wait_pass(self, after: int, timeout: float) -> bool:
+        """Block until a pass numbered above ``after`` ran (True) or ``timeout`` (False)."""
+        with self._passed:
+            return self._passed.wait_for(lambda: self.runner.passes > after, timeout)
+
+    # -- the loop ---------------------------------------------------------------------------
+
+    def poll(self, cluster: str) -> float:
+        """Snapshot one cluster; returns the seconds until it should be polled again."""
+        if self.runner.poller.poll(cluster):
+            self.runner.trigger()
+        return self.runner.poller.delay(cluster)
+
+    def tick(self) -> bool:
+        """Run a pass if one is due (something changed, or a start, a placement horizon or a
+        ghost's end was reached). True if it ran."""
+        with self._lock:
+            if not self.runner.due(self.now()):
+                return False
+            self.runner.run(self.now())
+            self._passed.notify_all()
+            return True
+
+    def reconcile(self) -> dict[str, int]:
+        """Compare the batch systems' reservations with the store and repair the difference."""
+        with self._lock:
+            ours = {}
+            for cluster in self.runner.poller.clusters:
+                try:
+                    shot = self.adapter.snapshot([cluster]).clusters[cluster]
+                except AdapterError:
+                    continue
+                prefix = self.config.bridge.placeholder_prefix
+                ours[cluster] = [r for r in shot.reservations if r.name.startswith(prefix)]
+            done = self.runner.placement.reconcile(ours, self.now())
+        if done:
+            log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
+        return done
+
+    def availability(self) -> list[CAP]:
+        """Free hosts per cluster after every session of the last pass: what a new subscriber
+        would be shown (empty before the first pass)."""
+        last = self.runner.last
+        if last is None:
+            return []
+        return [CAP.of(name, profile, last.now) for name, profile in sorted(last.left.items())]
+
+    def health(self) -> Health:
+        clusters = self.runner.poller.health()
+        degraded = any(c.status != "ok" for c in clusters.values())
+        return Health(
+            status="degraded" if degraded else "ok",
+            time=self.now(),
+            clusters=clusters,
+            sessions=len(self.store.sessions(states=ACTIVE)),
+        )
+
+    def close(self) -> None:
+        with self._lock:
+            self.adapter.close()

@@ -1,0 +1,93 @@
+"""The bridge's periodic work, on APScheduler: polling, passes, reconciliation, purging.
+
+Each cluster has its own polling job, so that one silent batch system never delays the others;
+after each poll the job is rescheduled with the poller's delay (backed off while the cluster does
+not answer). The policy job ticks every ``policy.interval`` seconds and runs a pass only when one
+is due, which is how "at most once per interval, when triggered" is kept.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import datetime, timedelta
+
+from apscheduler.executors.pool import ThreadPoolExecutor
+from apscheduler.schedulers.background import BackgroundScheduler
+from apscheduler.triggers.interval import IntervalTrigger
+
+from coorm_bridge.bridge import Bridge
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two reconciliation passes (and how long finished sessions are kept).
+RECONCILE_EVERY = 60.0
+KEEP_FINISHED = 7 * 24 * 3600
+
+
+class Loop:
+    """Starts and stops the scheduler; ``start`` polls every cluster once first."""
+
+    def __init__(self, bridge: Bridge, reconcile_every: float = RECONCILE_EVERY) -> None:
+        self.bridge = bridge
+        self.reconcile_every = reconcile_every
+        clusters = bridge.runner.poller.clusters
+        self.scheduler = BackgroundScheduler(
+            executors={
+                "default": ThreadPoolExecutor(max(4, len(clusters) + 2)),
+            },
+            job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
+            timezone="UTC",
+        )
+
+    def start(self) -> None:
+        """Poll everything, reconcile, run a first pass, then go on in the background."""
+        for cluster in self.bridge.runner.poller.clusters:
+            self.bridge.poll(cluster)
+        self.bridge.reconcile()
+        self.bridge.tick()
+        interval = self.bridge.config.policy.interval
+        for cluster in self.bridge.runner.poller.clusters:
+            delay = self.bridge.runner.poller.delay(cluster)
+            self.scheduler.add_job(
+                self._poll, IntervalTrigger(seconds=delay), args=(cluster,), id=f"poll-{cluster}"
+            )
+        self.scheduler.add_job(self._tick, IntervalTrigger(seconds=interval), id="policy")
+        self.scheduler.add_job(
+            self._reconcile, IntervalTrigger(seconds=self.reconcile_every), id="reconcile"
+        )
+        self.scheduler.add_job(self._purge, IntervalTrigger(hours=1), id="purge")
+        self.scheduler.start()
+
+    def stop(self) -> None:
+        if self.scheduler.running:
+            self.scheduler.shutdown(wait=True)
+
+    def _poll(self, cluster: str) -> None:
+        try:
+            delay = self.bridge.poll(cluster)
+        except Exception:
+            log.exception("polling %s failed", cluster)
+            return
+        job = self.scheduler.get_job(f"poll-{cluster}")
+        if job is not None and job.trigger.interval != timedelta(seconds=delay):
+            start = datetime.now(job.next_run_time.tzinfo) + timedelta(seconds=delay)
+            job.reschedule(IntervalTrigger(seconds=delay, start_date=start))
+
+    def _tick(self) -> None:
+        try:
+            self.bridge.tick()
+        except Exception:
+            # A bug in one pass must not stop the next ones; the next pass starts afresh.
+            log.exception("policy pass failed")
+            self.bridge.runner.trigger()
+
+    def _reconcile(self) -> None:
+        try:
+            self.bridge.reconcile()
+        except Exception:
+            log.exception("reconciliation failed")
+
+    def _purge(self) -> None:
+        removed = self.bridge.store.purge_finished(self.bridge.now() - KEEP_FINISHED)
+        if removed:
+            log.info("purged %d finished sessions", removed)

@@ -1,0 +1,57 @@
+"""Prometheus metrics, read from the bridge at scrape time (nothing to keep in step by hand).
+
+The paper's cost measures (passes, notifications, computed configurations) sit beside what a site
+admin watches: sessions per state, placements and their failures, and which batch systems answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+if TYPE_CHECKING:
+    from coorm_bridge.bridge import Bridge
+
+
+class BridgeCollector(Collector):
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+
+    def collect(self) -> Iterator[Metric]:
+        runner = self.bridge.runner
+        sessions = GaugeMetricFamily("coorm_sessions", "Sessions per state.", labels=["state"])
+        for state, count in self.bridge.store.counts().items():
+            sessions.add_metric([state.value], count)
+        yield sessions
+        counters = runner.policy.counters
+        for name, value, text in (
+            ("coorm_policy_passes", counters.passes, "Policy passes run."),
+            ("coorm_notifications", counters.notifications, "Views sent to applications."),
+            (
+                "coorm_computed_configurations",
+                counters.computed_configurations,
+                "Distinct views handed to applications' selectors.",
+            ),
+            ("coorm_recomputed", counters.recomputed, "Earliest-start searches run."),
+            ("coorm_placements", runner.placements, "Applications started on placeholders."),
+            (
+                "coorm_placement_failures",
+                runner.placement_failures,
+                "Co-allocation attempts that failed and were rolled back.",
+            ),
+        ):
+            yield CounterMetricFamily(name, text, value=value)
+        up = GaugeMetricFamily(
+            "coorm_cluster_up", "1 if the batch system answered its last poll.", labels=["cluster"]
+        )
+        failures = GaugeMetricFamily(
+            "coorm_cluster_poll_failures", "Polls failed in a row.", labels=["cluster"]
+        )
+        for cluster, health in runner.poller.health().items():
+            up.add_metric([cluster], 1 if health.status == "ok" else 0)
+            failures.add_metric([cluster], health.failures)
+        yield up
+        yield failures

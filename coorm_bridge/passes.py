@@ -1,0 +1,248 @@
+"""One policy pass carried out: states and events written, placeholders held, moved, released.
+
+The policy (:mod:`coorm_bridge.policy`) only computes; this module turns its answer into facts,
+in an order that keeps promises: ghosts that expired release their hosts first, then
+applications whose start is now get their placeholders confirmed and a ``start`` event, then
+placeholders are taken for those starting within ``placement.horizon``. A co-allocation that
+fails is retried on the next passes (at most ``placement.attempts`` in a row, then not before
+the batch system's hint or the next poll), never reported as started.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.coallocation import CoAllocationFailed
+from coorm_bridge.config import Config
+from coorm_bridge.model import CAP, AppState, Change, ChangeKind
+from coorm_bridge.placement import Placement
+from coorm_bridge.policy import PassResult, Policy
+from coorm_bridge.polling import Poller
+from coorm_bridge.profile import Profile
+from coorm_bridge.records import SessionRow
+from coorm_bridge.store import FINAL_STATES, Store
+
+log = logging.getLogger(__name__)
+
+PLACED = (AppState.SUBMITTED, AppState.REQUEST_SENT, AppState.WAITING)
+ACTIVE = tuple(state for state in AppState if state not in FINAL_STATES)
+
+
+class PassRunner:
+    """Runs passes and remembers what launchers were told; the caller holds the bridge lock."""
+
+    def __init__(self, config: Config, adapter: Adapter, store: Store, clusters: list[str]) -> None:
+        self.config = config
+        self.store = store
+        prefix = config.bridge.placeholder_prefix
+        self.policy = Policy(config.policy)
+        self.poller = Poller(adapter, clusters, prefix, config.placement.poll_interval)
+        self.placement = Placement(adapter, store, prefix)
+        self.notify: Callable[[str], None] = lambda session_id: None
+        self.passes = 0
+        self.placements = 0
+        self.placement_failures = 0
+        self.dirty = True
+        self.next_due: int | None = None
+        self.last: PassResult | None = None
+        self._sent: dict[str, dict[str, Profile]] = {}
+        self._failures: dict[str, int] = {}
+        self._not_before: dict[str, int] = {}
+        self._release: set[str] = set()
+
+    def trigger(self) -> None:
+        """Something changed: run a pass at the next tick (at most one per policy.interval)."""
+        self.dirty = True
+
+    def due(self, now: int) -> bool:
+        return self.dirty or (self.next_due is not None and now >= self.next_due)
+
+    def view(self, session_id: str) -> dict[str, Profile] | None:
+        """The view the last pass computed for a waiting session (None: not placed then)."""
+        try:
+            return None if self.last is None else self.last.view(session_id)
+        except KeyError:
+            return None
+
+    # -- the pass ---------------------------------------------------------------------------
+
+    def run(self, now: int) -> PassResult:
+        self.dirty = False
+        for session_id in sorted(self._release):
+            if not self.placement.release(session_id):
+                self._release.discard(session_id)
+        rows = {row.id: row for row in self.store.sessions(states=ACTIVE)}
+        result = self.policy.run(self.poller.free(), [r.application() for r in rows.values()], now)
+        self.last = result
+        for app_id, outcome in result.outcomes.items():
+            row = rows[app_id]
+            if outcome.state is AppState.FINISHED:
+                self.end(row, AppState.FINISHED, now)
+                self._release_now(app_id)
+            elif outcome.state is AppState.GHOST and row.state is AppState.FINISH_SENT:
+                assert outcome.hold_until is not None
+                self.placement.shrink(row, outcome.hold_until)
+                self.store.update_session(app_id, now=now, state=AppState.GHOST)
+            elif row.state in PLACED:
+                rows[app_id] = self._placed(row, result, now)
+        for app_id in result.expired:
+            self._expire(rows[app_id], now)
+        self._place(rows, result, now)
+        self._sent = {k: v for k, v in self._sent.items() if k in result.outcomes}
+        self.next_due = self._next_due(result, now)
+        self.passes += 1
+        return result
+
+    def _placed(self, row: SessionRow, result: PassResult, now: int) -> SessionRow:
+        """Persist a waiting application's new estimate; tell it when its view changed."""
+        outcome = result.outcomes[row.id]
+        state = AppState.WAITING if row.state is AppState.REQUEST_SENT else row.state
+        estimate = outcome.estimated_start
+        changed_estimate = estimate != row.estimated_start
+        if state is not row.state or changed_estimate:
+            row = self.store.update_session(row.id, now=now, state=state, estimated_start=estimate)
+        if row.id in result.to_start:
+            return row
+        view = result.view(row.id)
+        sent = self._sent.get(row.id, {})
+        changes = [
+            Change(cluster=c, kind=ChangeKind.AVAILABILITY, profile=CAP.of(c, p, now))
+            for c, p in view.items()
+            if c not in sent or sent[c].truncated(now) != p.truncated(now)
+        ]
+        self._sent[row.id] = view
+        if changes or changed_estimate:
+            event = {"type": "change", "time": now, "changes": changes, "estimated_start": estimate}
+            self._emit(row.id, event)
+        return row
+
+    def _start(self, row: SessionRow, now: int) -> None:
+        assert row.request is not None
+        if self._not_before.get(row.id, 0) > now:
+            return
+        try:
+            held = self.placement.ensure(row, now, now)
+        except CoAllocationFailed as failed:
+            self._failed(row, failed, now)
+            return
+        self._failures.pop(row.id, None)
+        self._not_before.pop(row.id, None)
+        self.placements += 1
+        end = now + row.request.duration
+        with self.store.transaction():
+            self.store.update_session(
+                row.id,
+                now=now,
+                state=AppState.STARTED,
+                started_at=now,
+                alloc_end=end,
+                estimated_start=now,
+            )
+            event = {
+                "type": "start",
+                "time": now,
+                "end": end,
+                "allocations": Placement.allocations(held),
+            }
+            self._emit(row.id, event)
+        log.info("session %s started on %s until %d", row.id, ", ".join(held), end)
+
+    def _expire(self, row: SessionRow, now: int) -> None:
+        """A started application's allocation ended without ``done``: its jobs are gone."""
+        reason = f"the allocation ended at {row.alloc_end} without done"
+        self._emit(row.id, {"type": "killed", "time": now, "reason": reason})
+        self.end(row, AppState.FINISHED, now)
+        self._release_now(row.id)
+
+    def _place(self, rows: dict[str, SessionRow], result: PassResult, now: int) -> None:
+        """Start who starts now; hold placeholders for those starting within the horizon, and
+        none for the others.
+
+        Placeholders that move later go first, lowest priority first, then the starts and the
+        others in priority order: a higher-priority application taking over hosts that a lower
+        one held a moment ago (say it adapted its request within fair_start) finds them vacated.
+        """
+        horizon = self.config.placement.horizon
+        later: list[tuple[SessionRow, int]] = []
+        others: list[tuple[SessionRow, int]] = []
+        for app_id, outcome in result.outcomes.items():
+            row = rows[app_id]
+            if row.state is not AppState.WAITING or app_id in result.to_start:
+                continue
+            start = outcome.estimated_start
+            held = self.store.placeholders(app_id)
+            if start is None or start > now + horizon:
+                if held:
+                    self._release_now(app_id)
+                continue
+            moved_later = any(p.start < start for p in held)
+            (later if moved_later else others).append((row, start))
+        for row, start in reversed(later):
+            self._ensure(row, start, now)
+        for app_id in result.to_start:
+            self._start(rows[app_id], now)
+        for row, start in others:
+            self._ensure(row, start, now)
+
+    def _ensure(self, row: SessionRow, start: int, now: int) -> None:
+        if self._not_before.get(row.id, 0) > now:
+            return
+        try:
+            self.placement.ensure(row, start, now)
+        except CoAllocationFailed as failed:
+            self._failed(row, failed, now)
+        else:
+            self._failures.pop(row.id, None)
+
+    def _failed(self, row: SessionRow, failed: CoAllocationFailed, now: int) -> None:
+        """Bounded retries: refresh the refusing clusters' snapshots and try again next pass;
+        after ``placement.attempts`` failures in a row wait for the hint or the next poll."""
+        self.placement_failures += 1
+        count = self._failures[row.id] = self._failures.get(row.id, 0) + 1
+        log.info("session %s: %s (attempt %d)", row.id, failed, count)
+        for cluster in failed.retry_after or (row.request.nodes if row.request else {}):
+            self.poller.poll(cluster)
+        if count >= self.config.placement.attempts:
+            hints = [t for t in failed.retry_after.values() if t > now]
+            wait = int(self.config.placement.poll_interval) + 1
+            self._not_before[row.id] = max(hints, default=now + wait)
+            self._failures[row.id] = 0
+        self.trigger()
+
+    # -- endings ------------------------------------------------------------------------------
+
+    def end(self, row: SessionRow, state: AppState, now: int) -> SessionRow:
+        """Finish or cancel a session: final state and its ``ended`` event, in one transaction."""
+        with self.store.transaction():
+            row = self.store.update_session(row.id, now=now, state=state)
+            self._emit(row.id, {"type": "ended", "time": now, "state": state})
+        self._release.add(row.id)
+        self._sent.pop(row.id, None)
+        return row
+
+    def _release_now(self, session_id: str) -> None:
+        if self.placement.release(session_id):
+            self._release.add(session_id)  # retried on the next passes and by reconciliation
+        else:
+            self._release.discard(session_id)
+
+    def _emit(self, session_id: str, event: dict[str, Any]) -> None:
+        self.store.append_event(session_id, event)
+        self.notify(session_id)
+
+    def _next_due(self, result: PassResult, now: int) -> int | None:
+        """The next moment a pass has work even if nothing changes: a start, a horizon reached,
+        a ghost or allocation ending, a retry."""
+        horizon = self.config.placement.horizon
+        due: list[int] = list(self._not_before.values())
+        for outcome in result.outcomes.values():
+            if outcome.hold_until is not None:
+                due.append(outcome.hold_until)
+            if outcome.estimated_start is not None:
+                due += [outcome.estimated_start, outcome.estimated_start - horizon]
+        if self._release or self._failures:
+            due.append(now + 1)
+        return min((t for t in due if t > now), default=None)

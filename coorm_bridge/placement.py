@@ -1,0 +1,293 @@
+"""Placement: the placeholder reservations that make the policy's promises hold in batch systems.
+
+Every change goes through the store first (a row in state REQUESTED before the batch system is
+asked, RELEASING before a deletion), so that after a crash :meth:`Placement.reconcile` knows what
+may exist: it adopts or drops half-made placeholders, deletes reservations with the bridge's
+prefix that no session owns, and re-creates those a session should hold but the batch system lost
+(a restarted controller, the mock platform after a bridge restart).
+
+Not thread-safe on its own: the bridge calls it under its lock.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from collections.abc import Mapping
+
+from coorm_bridge.adapters.base import (
+    Adapter,
+    AdapterError,
+    Reservation,
+    ReservationHandle,
+    ReservationSpec,
+)
+from coorm_bridge.coallocation import CoAllocationFailed, hold, placeholder_name
+from coorm_bridge.model import Allocation
+from coorm_bridge.records import PlaceholderRow, PlaceholderStatus, SessionRow
+from coorm_bridge.store import FINAL_STATES, Store
+
+log = logging.getLogger(__name__)
+
+HELD = PlaceholderStatus.HELD
+GHOST = PlaceholderStatus.GHOST
+REQUESTED = PlaceholderStatus.REQUESTED
+RELEASING = PlaceholderStatus.RELEASING
+
+
+class Placement:
+    """Holds, moves, shrinks and releases one session's placeholders on every cluster."""
+
+    def __init__(self, adapter: Adapter, store: Store, prefix: str) -> None:
+        self.adapter = adapter
+        self.store = store
+        self.prefix = prefix
+
+    # -- holding ------------------------------------------------------------------------------
+
+    def ensure(self, row: SessionRow, start: int, now: int) -> dict[str, PlaceholderRow]:
+        """Make ``row``'s placeholders hold its request over ``[start, start + duration)``.
+
+        Existing placeholders are updated in place when they all exist (a batch system never sees
+        a gap it could backfill); one that has begun keeps its start (it cannot move) and is
+        stretched to the end. Otherwise, or when an update is refused, everything is released and
+        reserved again on every cluster at once. Raises :class:`CoAllocationFailed` when nothing
+        could be held.
+        """
+        assert row.request is not None
+        nodes = row.request.nodes
+        end = start + row.request.duration
+        current = {p.cluster: p for p in self.store.placeholders(row.id)}
+        usable = set(current) == set(nodes) and all(p.status is HELD for p in current.values())
+        if usable:
+            try:
+                return self._update(row, current, start, end, now)
+            except AdapterError as error:
+                log.info("session %s: moving its placeholders failed (%s)", row.id, error)
+        self.release(row.id)
+        return self._create(row, nodes, max(start, now), end)
+
+    def _update(
+        self,
+        row: SessionRow,
+        current: Mapping[str, PlaceholderRow],
+        start: int,
+        end: int,
+        now: int,
+    ) -> dict[str, PlaceholderRow]:
+        assert row.request is not None
+        held: dict[str, PlaceholderRow] = {}
+        for cluster, old in sorted(current.items()):
+            begun = old.start <= now
+            want_start = old.start if begun else max(start, now)
+            hosts = row.request.nodes[cluster]
+            if (old.start, old.end, old.hosts) == (want_start, end, hosts):
+                held[cluster] = old
+                continue
+            spec = ReservationSpec(
+                name=old.name, start=want_start, end=end, hosts=hosts, users=(row.owner,)
+            )
+            handle = self.adapter.update_reservation(cluster, spec)
+            if len(handle.host_names) != hosts or handle.end < end:
+                raise AdapterError(
+                    f"{cluster} made {len(handle.host_names)} hosts until "
+                    f"{handle.end} instead of {hosts} until {end}"
+                )
+            held[cluster] = self._record(row.id, handle, HELD)
+        return held
+
+    def _create(
+        self, row: SessionRow, nodes: Mapping[str, int], start: int, end: int
+    ) -> dict[str, PlaceholderRow]:
+        # Write-ahead: a crash between the batch system's answer and ours leaves a REQUESTED
+        # row that reconciliation adopts or drops, never an unknown reservation.
+        with self.store.transaction():
+            for cluster, hosts in nodes.items():
+                name = placeholder_name(self.prefix, row.id, cluster)
+                self.store.put_placeholder(
+                    PlaceholderRow(
+                        session_id=row.id,
+                        cluster=cluster,
+                        name=name,
+                        start=start,
+                        end=end,
+                        hosts=hosts,
+                        status=REQUESTED,
+                    )
+                )
+        try:
+            handles = hold(
+                self.adapter,
+                prefix=self.prefix,
+                session_id=row.id,
+                owner=row.owner,
+                nodes=nodes,
+                start=start,
+                end=end,
+            )
+        except CoAllocationFailed as failed:
+            leftovers = {cluster for cluster, _ in failed.leftovers}
+            with self.store.transaction():
+                for cluster in nodes:
+                    if cluster in leftovers:
+                        self._mark(row.id, cluster, RELEASING)
+                    else:
+                        self.store.delete_placeholder(row.id, cluster)
+            raise
+        with self.store.transaction():
+            return {c: self._record(row.id, h, HELD) for c, h in handles.items()}
+
+    def _record(
+        self, session_id: str, handle: ReservationHandle, status: PlaceholderStatus
+    ) -> PlaceholderRow:
+        placeholder = PlaceholderRow(
+            session_id=session_id,
+            cluster=handle.cluster,
+            name=handle.name,
+            start=handle.start,
+            end=handle.end,
+            hosts=len(handle.host_names),
+            host_names=handle.host_names,
+            status=status,
+        )
+        self.store.put_placeholder(placeholder)
+        return placeholder
+
+    def _mark(self, session_id: str, cluster: str, status: PlaceholderStatus) -> None:
+        old = self.store.placeholder(session_id, cluster)
+        if old is not None:
+            self.store.put_placeholder(old.model_copy(update={"status": status}))
+
+    @staticmethod
+    def allocations(held: Mapping[str, PlaceholderRow]) -> dict[str, Allocation]:
+        """What a ``start`` event tells the launcher: hosts and reservation per cluster."""
+        return {
+            cluster: Allocation(hosts=list(p.host_names), reservation=p.name)
+            for cluster, p in sorted(held.items())
+        }
+
+    # -- ghosts and release -------------------------------------------------------------------
+
+    def shrink(self, row: SessionRow, until: int) -> None:
+        """Done: keep the hosts only until ``until`` (the ghost), so that the local scheduler
+        cannot backfill them before older applications had ``fair_start`` to adapt."""
+        for old in self.store.placeholders(row.id):
+            if old.status is not HELD or old.end <= until:
+                if old.status is HELD:
+                    self._mark(row.id, old.cluster, GHOST)
+                continue
+            spec = ReservationSpec(
+                name=old.name,
+                start=old.start,
+                end=until,
+                hosts=old.hosts,
+                host_names=old.host_names,
+                users=(row.owner,),
+            )
+            try:
+                handle = self.adapter.update_reservation(old.cluster, spec)
+            except AdapterError as error:
+                # Holding a little longer than fair_start is harmless: reconciliation retries.
+                log.warning("ghost of %s on %s not shrunk: %s", row.id, old.cluster, error)
+                continue
+            self._record(row.id, handle, GHOST)
+
+    def release(self, session_id: str) -> list[str]:
+        """Delete every placeholder of a session; returns the clusters where it must be retried
+        (a batch system that refused, say because a job still runs inside, or did not answer)."""
+        left = []
+        for old in self.store.placeholders(session_id):
+            self._mark(session_id, old.cluster, RELEASING)
+            try:
+                self.adapter.delete_reservation(old.cluster, old.name)
+            except AdapterError as error:
+                log.info("placeholder %s on %s not deleted yet: %s", old.name, old.cluster, error)
+                left.append(old.cluster)
+                continue
+            self.store.delete_placeholder(session_id, old.cluster)
+        return left
+
+    # -- reconciliation -----------------------------------------------------------------------
+
+    def reconcile(self, ours: Mapping[str, list[Reservation]], now: int) -> dict[str, int]:
+        """Bring the batch systems in line with the store; ``ours`` maps each cluster that
+        answered to the reservations with the bridge's prefix it holds now.
+
+        Returns counts of what was done (deleted orphans, re-created, adopted, dropped).
+        """
+        done: Counter[str] = Counter()
+        rows = self.store.placeholders()
+        known = {(p.cluster, p.name) for p in rows}
+        for cluster, reservations in ours.items():
+            for reservation in reservations:
+                if (cluster, reservation.name) not in known:
+                    try:
+                        self.adapter.delete_reservation(cluster, reservation.name)
+                        done["orphans"] += 1
+                    except AdapterError as error:
+                        log.info(
+                            "orphan %s on %s not deleted yet: %s", reservation.name, cluster, error
+                        )
+        for placeholder in rows:
+            if placeholder.cluster not in ours:
+                continue  # that batch system is silent: nothing can be checked there
+            present = {r.name: r for r in ours[placeholder.cluster]}
+            done[self._reconcile_one(placeholder, present.get(placeholder.name), now)] += 1
+        for row in self.store.sessions(states=FINAL_STATES):
+            if self.store.placeholders(row.id):
+                self.release(row.id)
+                done["released"] += 1
+        del done["ok"]
+        return dict(done)
+
+    def _reconcile_one(  # noqa: PLR0911 - one return per case of the reconciliation
+        self, placeholder: PlaceholderRow, present: Reservation | None, now: int
+    ) -> str:
+        sid, cluster = placeholder.session_id, placeholder.cluster
+        if placeholder.status is RELEASING:
+            if present is None:
+                self.store.delete_placeholder(sid, cluster)
+                return "dropped"
+            self.release(sid)
+            return "released"
+        if present is not None:
+            if placeholder.status is REQUESTED:
+                self._adopt(placeholder, present)
+                return "adopted"
+            return "ok"
+        if placeholder.status is REQUESTED or placeholder.end <= now:
+            self.store.delete_placeholder(sid, cluster)
+            return "dropped"
+        session = self.store.session(sid)
+        owner = session.owner if session is not None else sid
+        spec = ReservationSpec(
+            name=placeholder.name,
+            start=max(placeholder.start, now),
+            end=placeholder.end,
+            hosts=placeholder.hosts,
+            users=(owner,),
+        )
+        try:
+            handle = self.adapter.create_reservation(cluster, spec)
+        except AdapterError as error:
+            log.warning(
+                "placeholder %s lost on %s and not re-created: %s", placeholder.name, cluster, error
+            )
+            return "ok"
+        self._record(sid, handle, placeholder.status)
+        return "recreated"
+
+    def _adopt(self, placeholder: PlaceholderRow, present: Reservation) -> None:
+        if present.hosts != placeholder.hosts or len(present.host_names) != present.hosts:
+            self.release(placeholder.session_id)
+            return
+        self.store.put_placeholder(
+            placeholder.model_copy(
+                update={
+                    "start": present.start,
+                    "end": present.end,
+                    "host_names": present.host_names,
+                    "status": HELD,
+                }
+            )
+        )

@@ -1,0 +1,121 @@
+"""Per-cluster polling: the latest snapshot of each batch system, its free hosts, and its health.
+
+Each cluster is polled on its own (a silent batch system must not hold up the others). A failed
+poll keeps the last good snapshot, so the policy goes on with a stale but sensible picture rather
+than with none, marks the cluster stale (health "degraded"), and backs off: polling a batch system
+that is overloaded every few seconds only makes it worse.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from coorm_bridge.adapters.base import Adapter, AdapterError, ClusterSnapshot, Reservation
+from coorm_bridge.occupancy import free_profile
+from coorm_bridge.profile import Profile
+from coorm_bridge.protocol import ClusterHealth
+
+log = logging.getLogger(__name__)
+
+#: A silent cluster is polled at most this many times less often than a healthy one.
+MAX_BACKOFF_FACTOR = 16
+
+
+@dataclass
+class ClusterStatus:
+    """What the bridge knows of one batch system."""
+
+    snapshot: ClusterSnapshot | None = None
+    free: Profile | None = None
+    """Hosts the batch system leaves free (foreign load only, the bridge's placeholders not)."""
+    last_ok: int | None = None
+    failures: int = 0
+    """Polls failed in a row (0: the last one answered)."""
+    error: str | None = None
+
+    @property
+    def stale(self) -> bool:
+        return self.failures > 0 or self.snapshot is None
+
+
+class Poller:
+    """Fetches snapshots cluster by cluster and keeps what the policy and placement need."""
+
+    def __init__(self, adapter: Adapter, clusters: list[str], prefix: str, interval: float) -> None:
+        self.adapter = adapter
+        self.prefix = prefix
+        self.interval = interval
+        self._status = {name: ClusterStatus() for name in clusters}
+        self._lock = threading.Lock()
+
+    @property
+    def clusters(self) -> list[str]:
+        return list(self._status)
+
+    def poll(self, cluster: str) -> bool:
+        """Take a snapshot of ``cluster``; True when its free hosts changed (a pass is due).
+
+        Never raises for the batch system's sake: a failure is counted and reported in health.
+        """
+        try:
+            shot = self.adapter.snapshot([cluster]).clusters[cluster]
+            free = free_profile(shot, self.prefix)
+        except (AdapterError, KeyError) as error:
+            with self._lock:
+                status = self._status[cluster]
+                status.failures += 1
+                status.error = str(error) or type(error).__name__
+                first = status.failures == 1
+            if first:
+                log.warning("cluster %s does not answer: %s", cluster, error)
+            return False
+        with self._lock:
+            status = self._status[cluster]
+            if status.failures:
+                log.warning("cluster %s answers again", cluster)
+            old = status.free
+            status.snapshot, status.free = shot, free
+            status.last_ok, status.failures, status.error = shot.time, 0, None
+        return old is None or old.truncated(shot.time) != free.truncated(shot.time)
+
+    def delay(self, cluster: str) -> float:
+        """Seconds until the next poll of ``cluster``: doubled after each failure, capped."""
+        failures = self._status[cluster].failures
+        return float(self.interval * min(2**failures, MAX_BACKOFF_FACTOR))
+
+    def status(self, cluster: str) -> ClusterStatus:
+        return self._status[cluster]
+
+    def free(self) -> dict[str, Profile]:
+        """Free hosts per cluster; a cluster never heard from has none (nothing can be promised
+        on it until it answers)."""
+        with self._lock:
+            return {
+                name: status.free if status.free is not None else Profile.constant(0)
+                for name, status in self._status.items()
+            }
+
+    def stale(self) -> tuple[str, ...]:
+        with self._lock:
+            return tuple(name for name, status in self._status.items() if status.stale)
+
+    def ours(self, cluster: str) -> list[Reservation] | None:
+        """The bridge's own reservations in the last snapshot (None: never answered)."""
+        shot = self._status[cluster].snapshot
+        if shot is None:
+            return None
+        return [r for r in shot.reservations if r.name.startswith(self.prefix)]
+
+    def health(self) -> dict[str, ClusterHealth]:
+        with self._lock:
+            return {
+                name: ClusterHealth(
+                    status="stale" if status.stale else "ok",
+                    last_snapshot=status.last_ok,
+                    failures=status.failures,
+                    error=status.error,
+                )
+                for name, status in self._status.items()
+            }

@@ -1,0 +1,184 @@
+"""The routes of HTTP API v1 (DESIGN §5); :func:`coorm_bridge.api.create_app` mounts them.
+
+Handlers find the bridge, the notifier and the metrics registry on ``request.app.state``. Calls
+into the bridge run in worker threads (they take its lock and touch SQLite); long polls wait on
+asyncio events woken by the bridge, so a thousand idle launchers cost no thread each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import pwd
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from anyio import to_thread
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+
+from coorm_bridge.bridge import Bridge
+from coorm_bridge.errors import Unauthenticated
+from coorm_bridge.model import CAP, ClusterInfo, Interconnect
+from coorm_bridge.model import Request as NodesRequest
+from coorm_bridge.protocol import (
+    MAX_WAIT,
+    ErrorBody,
+    EventPage,
+    Health,
+    RequestAnswer,
+    SessionInfo,
+    StateAnswer,
+    SubscribeBody,
+    Subscribed,
+)
+from coorm_bridge.server import peer_of
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    status: {"model": ErrorBody} for status in (400, 401, 404, 409, 413, 422)
+}
+
+router = APIRouter(responses=ERRORS)
+metrics_router = APIRouter()
+
+
+def user_of_uid(uid: int) -> str:
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid{uid}"
+
+
+def caller(request: Request) -> str:
+    """Who calls: the Unix socket peer's user, else the user of a configured bearer token."""
+    peer = peer_of(request.scope)
+    if peer is not None:
+        return user_of_uid(peer.uid)
+    header = request.headers.get("authorization", "")
+    scheme, _, token = header.partition(" ")
+    if scheme.lower() == "bearer" and token:
+        tokens: dict[str, str] = request.app.state.tokens
+        for known, user in tokens.items():
+            if hmac.compare_digest(known.encode(), token.strip().encode()):
+                return user
+        raise Unauthenticated("unknown bearer token")
+    raise Unauthenticated("over TCP, send 'Authorization: Bearer <token>'")
+
+
+def the_bridge(request: Request) -> Bridge:
+    bridge: Bridge = request.app.state.bridge
+    return bridge
+
+
+User = Annotated[str, Depends(caller)]
+TheBridge = Annotated[Bridge, Depends(the_bridge)]
+
+
+async def blocking(call: Callable[[], Any]) -> Any:
+    return await to_thread.run_sync(call)
+
+
+@router.post("/sessions", status_code=201)
+async def subscribe(bridge: TheBridge, body: SubscribeBody, user: User) -> Subscribed:
+    """subscribe: returns the session id and the clusters its filter lets through."""
+    result: Subscribed = await blocking(lambda: bridge.subscribe(user, body.filter, body.name))
+    return result
+
+
+@router.get("/clusters")
+async def clusters(bridge: TheBridge, user: User) -> list[ClusterInfo]:
+    return bridge.infos
+
+
+@router.get("/interconnect")
+async def interconnect(bridge: TheBridge, user: User) -> Interconnect:
+    return bridge.interconnect
+
+
+@router.get("/availability")
+async def availability(bridge: TheBridge, user: User) -> list[CAP]:
+    """Free hosts per cluster left after every session: what a new subscriber would see."""
+    caps: list[CAP] = await blocking(bridge.availability)
+    return caps
+
+
+@router.get("/sessions")
+async def sessions(bridge: TheBridge, user: User) -> list[SessionInfo]:
+    """The caller's sessions (an admin's: everyone's), in priority order."""
+    found: list[SessionInfo] = await blocking(lambda: bridge.sessions_of(user))
+    return found
+
+
+@router.get("/sessions/{session_id}")
+async def session(bridge: TheBridge, session_id: str, user: User) -> SessionInfo:
+    info: SessionInfo = await blocking(lambda: bridge.info(user, session_id))
+    return info
+
+
+@router.put("/sessions/{session_id}/request")
+async def put_request(
+    bridge: TheBridge, session_id: str, body: NodesRequest, user: User
+) -> RequestAnswer:
+    """request: answered once the policy placed it (within about ``policy.interval``)."""
+    passes = await blocking(lambda: bridge.put_request(user, session_id, body.nodes, body.duration))
+    timeout = 2 * bridge.config.policy.interval + 10
+    await blocking(lambda: bridge.wait_pass(passes, timeout))
+    row = bridge.store.session(session_id)
+    assert row is not None
+    return RequestAnswer(session=row.id, state=row.state, estimated_start=row.estimated_start)
+
+
+@router.get("/sessions/{session_id}/events")
+async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
+    request: Request,
+    bridge: TheBridge,
+    session_id: str,
+    user: User,
+    after: Annotated[int, Query(ge=0)] = 0,
+    wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
+) -> EventPage:
+    """Events numbered above ``after``; waits up to ``wait`` seconds for the first one."""
+    notifier = request.app.state.notifier
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + wait
+    while True:
+        waiter = notifier.register(session_id)
+        try:
+            found = await blocking(lambda: bridge.events(user, session_id, after))
+            left = deadline - loop.time()
+            if found or left <= 0 or bridge.store.session(session_id) is None:
+                return EventPage(events=found)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiter.wait(), timeout=left)
+        finally:
+            notifier.unregister(session_id, waiter)
+
+
+@router.post("/sessions/{session_id}/done")
+async def done(bridge: TheBridge, session_id: str, user: User) -> StateAnswer:
+    """done: the application exited; its hosts stay held ``fair_start`` seconds."""
+    row = await blocking(lambda: bridge.done(user, session_id))
+    return StateAnswer(session=row.id, state=row.state)
+
+
+@router.delete("/sessions/{session_id}")
+async def withdraw(bridge: TheBridge, session_id: str, user: User) -> StateAnswer:
+    """Withdraw a session that has not started."""
+    row = await blocking(lambda: bridge.withdraw(user, session_id))
+    return StateAnswer(session=row.id, state=row.state)
+
+
+@router.get("/health")
+async def health(bridge: TheBridge) -> Health:
+    """Liveness and each batch system's status; "degraded" while one does not answer."""
+    answer: Health = await blocking(bridge.health)
+    return answer
+
+
+@metrics_router.get("/metrics", response_class=Response, include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    registry = request.app.state.registry
+    body = await blocking(lambda: generate_latest(registry))
+    return Response(content=body, media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,298 @@
+"""Serve the bridge's ASGI app with uvicorn on a Unix socket and optionally TCP, both pre-bound
+and given to one uvicorn ``Server`` (one loop, one lifespan, one graceful stop). On the Unix socket
+the peer's ``SO_PEERCRED`` is read once per connection and put in the scope of its requests: the
+app reads it with ``peer_of(request.scope)``; TCP requests carry none (the app checks tokens).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import errno
+import os
+import resource
+import signal
+import socket
+import stat
+import struct
+import threading
+from collections.abc import Callable, Generator, Mapping
+from contextlib import suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import uvicorn
+from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+PEER_SCOPE_KEY = "coorm.peer"
+#: Anyone who reaches the socket may connect: the app decides from the peer's uid (a site-wide
+#: bridge needs that). A per-user bridge's default socket sits in a 0700 directory anyway.
+DEFAULT_SOCKET_MODE = 0o666
+BACKLOG = 2048  # bursts of launchers (re)connecting at once must not be refused
+KEEP_ALIVE = 75  # seconds: long-polling launchers reuse their connection between polls
+SHUTDOWN_TIMEOUT = 10  # seconds for running requests (long polls) to finish at a stop
+_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
+
+OnReady = Callable[[list[str]], None]
+
+
+class ServerError(Exception):
+    """The bridge cannot listen or start; the message says where and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class PeerCredentials:
+    """Who is at the other end of a Unix-socket connection, as the kernel saw it at connect."""
+
+    pid: int
+    uid: int
+    gid: int
+
+
+def peer_of(scope: Mapping[str, Any]) -> PeerCredentials | None:
+    """The Unix-socket peer of a request (pass ``request.scope``); None over TCP."""
+    peer = scope.get(PEER_SCOPE_KEY)
+    return peer if isinstance(peer, PeerCredentials) else None
+
+
+class PeerAwareH11Protocol(H11Protocol):
+    """uvicorn's h11 protocol whose Unix connections wrap the app so that their requests carry
+    the peer. uvicorn 0.54 copies ``config.loaded_app`` to ``self.app`` per connection and reads
+    ``self.app`` for each request, so replacing it here affects this connection only."""
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        sock, app = transport.get_extra_info("socket"), self.app
+        if sock is None or sock.family != socket.AF_UNIX:
+            return
+        try:
+            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
+        except OSError:  # no credentials: the requests stay anonymous, which the app refuses
+            return
+        peer = PeerCredentials(*_PEERCRED.unpack(raw))
+
+        async def app_with_peer(scope: Scope, receive: Receive, send: Send) -> None:
+            scope[PEER_SCOPE_KEY] = peer
+            await app(scope, receive, send)
+
+        self.app = app_with_peer
+
+
+def raise_open_files_limit(cap: int = 65536) -> int:
+    """Raise the soft RLIMIT_NOFILE toward the hard one, as 1000 long polls exceed the usual 1024
+    (never lowering it); the soft limit now in force."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = cap if hard == resource.RLIM_INFINITY else min(hard, cap)
+    if soft != resource.RLIM_INFINITY and soft < target:
+        with suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def _bind_unix(path: Path, mode: int, server: _Server) -> None:
+    """Bind in a private directory, replacing only a stale socket; chmod to ``mode``."""
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        where = path.parent.stat()  # others able to write there could swap our socket for theirs
+        shared = where.st_mode & (stat.S_IWGRP | stat.S_IWOTH) and not where.st_mode & stat.S_ISVTX
+        if shared or where.st_uid not in (os.geteuid(), 0):
+            raise ServerError(f"{path.parent} is not private to this user or root: not using it")
+        if path.is_symlink() or (path.exists() and not path.is_socket()):
+            raise ServerError(f"{path} exists and is not a socket: refusing to replace it")
+        if path.exists():  # a stale socket (its bridge died) refuses connections
+            with socket.socket(socket.AF_UNIX) as probe, suppress(ConnectionRefusedError):
+                probe.settimeout(1.0)  # a listener too busy to accept times out: still refused
+                probe.connect(str(path))
+                raise ServerError(f"another bridge is already listening on {path}")
+        path.unlink(missing_ok=True)
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        server.sockets.append(sock)
+        sock.bind(str(path))
+        server.unix_file = (path, path.lstat())
+        path.chmod(mode)
+    except OSError as exc:
+        raise ServerError(f"cannot listen on {path}: {exc}") from exc
+    server.addresses.append(f"unix://{path}")
+
+
+def _bind_tcp(host: str, port: int, server: _Server) -> None:
+    try:
+        found = socket.getaddrinfo(host or None, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
+        family, kind, proto, _, address = found[0]
+        sock = socket.socket(family, kind, proto)
+        server.sockets.append(sock)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+    except OSError as exc:
+        reason = "address already in use" if exc.errno == errno.EADDRINUSE else exc
+        raise ServerError(f"cannot listen on TCP {host}:{port}: {reason}") from exc
+    shown, bound = sock.getsockname()[:2]
+    shown = f"[{shown}]" if family == socket.AF_INET6 else shown
+    server.addresses.append(f"http://{shown}:{bound}")
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server on our pre-bound sockets: tells when it listens, cleans up at the end."""
+
+    def __init__(self, config: uvicorn.Config, on_ready: OnReady) -> None:
+        super().__init__(config)
+        self.on_ready = on_ready
+        self.sockets: list[socket.socket] = []
+        self.addresses: list[str] = []
+        self.unix_file: tuple[Path, os.stat_result] | None = None  # ours to remove at the end
+
+    def release(self) -> None:
+        """Close the sockets; remove the socket file if it is still ours (not a successor's)."""
+        for sock in self.sockets:
+            sock.close()
+        if self.unix_file is not None:
+            path, ours = self.unix_file
+            with suppress(OSError):
+                if os.path.samestat(path.lstat(), ours):
+                    path.unlink()
+
+    def run_listening(self) -> None:
+        """Serve until stopped; uvicorn's ``sys.exit`` on a failed app startup -> ServerError."""
+        try:
+            self.run(sockets=self.sockets)
+        except SystemExit:
+            raise ServerError("the application failed to start (its error is logged)") from None
+        finally:
+            self.release()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self.on_ready(list(self.addresses))
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        """SIGTERM/SIGINT stop gracefully, in the main thread only (as in uvicorn); unlike uvicorn,
+        the signal is not raised again afterwards: a stopped daemon returns normally."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        signals = (signal.SIGINT, signal.SIGTERM)
+        previous = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+        try:
+            yield
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+
+
+def serve(
+    app: ASGIApp,
+    *,
+    unix_path: Path,
+    tcp: tuple[str, int] | None = None,
+    socket_mode: int = DEFAULT_SOCKET_MODE,
+    on_ready: OnReady | None = None,
+    log_level: str = "warning",
+    access_log: bool = False,
+) -> None:
+    """Serve ``app`` until SIGTERM or SIGINT, then stop gracefully, remove the socket and return.
+    ``on_ready`` gets the addresses (``unix:///path``, ``http://host:port`` with the real port)
+    once all listen. Raises ServerError if a listener cannot be set up or the app fails to start."""
+    server = BackgroundServer(app, unix_path=unix_path, tcp=tcp, socket_mode=socket_mode)
+    server.on_ready, server.log_level, server.access_log = on_ready, log_level, access_log
+    server._bind().run_listening()  # in this thread, with signal handlers if it is the main one
+
+
+class BackgroundServer:
+    """``serve`` in a daemon thread (uvicorn installs no signal handlers there), for tests and
+    embedding: ``start()`` returns the addresses once listening, ``stop()`` ends it."""
+
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        unix_path: Path,
+        tcp: tuple[str, int] | None = None,
+        socket_mode: int = DEFAULT_SOCKET_MODE,
+        on_ready: OnReady | None = None,
+        log_level: str = "warning",
+        access_log: bool = False,
+    ) -> None:
+        self.app, self.unix_path, self.tcp, self.socket_mode = app, unix_path, tcp, socket_mode
+        self.on_ready, self.log_level, self.access_log = on_ready, log_level, access_log
+        self.addresses: list[str] = []
+        self._ready = threading.Event()
+        self._error: ServerError | None = None
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def _bind(self) -> _Server:
+        if self._server is not None:
+            raise RuntimeError("this server was already started")
+        raise_open_files_limit()
+        config = uvicorn.Config(
+            self.app,
+            http=PeerAwareH11Protocol,
+            ws="none",  # a plain HTTP API; an upgraded connection would bypass the peer wrapper
+            lifespan="on",  # a failing app startup must stop the bridge, not be ignored
+            log_config=None,  # the daemon's own logging set-up decides where messages go
+            log_level=self.log_level,
+            access_log=self.access_log,
+            proxy_headers=False,  # nobody may claim another client address (X-Forwarded-For)
+            limit_concurrency=None,
+            backlog=BACKLOG,
+            timeout_keep_alive=KEEP_ALIVE,
+            timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
+        )
+        server = _Server(config, self._now_ready)
+        try:
+            _bind_unix(Path(os.path.abspath(self.unix_path)), self.socket_mode, server)
+            if self.tcp is not None:
+                _bind_tcp(*self.tcp, server)
+        except BaseException:
+            server.release()
+            raise
+        self._server = server
+        return server
+
+    def _now_ready(self, addresses: list[str]) -> None:
+        self.addresses = addresses
+        if self.on_ready is not None:
+            self.on_ready(addresses)
+        self._ready.set()
+
+    def _run(self, server: _Server) -> None:
+        try:
+            server.run_listening()
+        except BaseException as exc:  # reported in the caller's thread by start() or stop()
+            failure = exc if isinstance(exc, ServerError) else ServerError(f"it failed: {exc!r}")
+            self._error = failure
+        finally:
+            self._ready.set()
+
+    def start(self, timeout: float = 10.0) -> list[str]:
+        """Bind (ServerError at once if impossible), serve in a thread, wait until listening."""
+        self._thread = threading.Thread(target=self._run, args=(self._bind(),), daemon=True)
+        self._thread.start()
+        if not self._ready.wait(timeout) or self._error is not None:
+            self.stop()  # raises what failed in the thread, if anything did
+            raise ServerError(f"the server did not start within {timeout} s")
+        return self.addresses
+
+    def stop(self, timeout: float = 30.0) -> None:
+        """Stop gracefully (forcibly after ``timeout``), wait; raise what failed in the thread."""
+        if self._server is None:
+            return
+        self._server.should_exit = True
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._server.force_exit = True  # still running after ``timeout``: cut it short
+            self._thread.join(timeout)
+        error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    def __enter__(self) -> BackgroundServer:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()

@@ -1,0 +1,86 @@
+"""``coorm-bridge status``: the bridge as a site admin or a user wants to glance at it."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+
+from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.model import CAP
+from coorm_bridge.protocol import Health, SessionInfo
+
+#: How many future changes of a cluster's availability the table shows.
+SHOWN_STEPS = 4
+
+
+def show_status(url: str | None, token: str | None) -> int:
+    """Print clusters, their availability and the caller's sessions; 1 if the bridge is
+    unreachable or refuses, with the reason."""
+    try:
+        with BridgeClient(url, token=token) as client:
+            health = client.health()
+            infos = client.clusters()
+            caps = {cap.cluster: cap for cap in client.availability()}
+            sessions = client.sessions()
+            where = client.url
+    except BridgeError as error:
+        print(f"coorm-bridge status: {error}", file=sys.stderr)
+        return 1
+    print(f"coorm-bridge at {where}: {health.status}, time {_clock(health.time)}")
+    rows = [
+        (
+            info.name,
+            str(info.hosts),
+            health.clusters[info.name].status if info.name in health.clusters else "?",
+            _free_now(caps.get(info.name)),
+            _later(caps.get(info.name), health.time),
+        )
+        for info in infos
+    ]
+    print()
+    _table(("CLUSTER", "HOSTS", "BATCH", "FREE NOW", "FREE LATER (time: hosts)"), rows)
+    print()
+    if not sessions:
+        print("no sessions")
+        return 0
+    _table(
+        ("SESSION", "OWNER", "NAME", "STATE", "REQUEST", "START", "END"),
+        [_session_row(s, health) for s in sessions],
+    )
+    return 0
+
+
+def _session_row(s: SessionInfo, health: Health) -> tuple[str, ...]:
+    request = (
+        "-"
+        if s.request is None
+        else " ".join(f"{c}:{n}" for c, n in s.request.nodes.items()) + f" {s.request.duration}s"
+    )
+    start = s.started_at if s.started_at is not None else s.estimated_start
+    shown_start = "never" if start is None and s.request is not None else _clock(start)
+    return (s.session, s.owner, s.name or "-", s.state.value, request, shown_start, _clock(s.end))
+
+
+def _free_now(cap: CAP | None) -> str:
+    return "?" if cap is None else str(cap.steps[0][1])
+
+
+def _later(cap: CAP | None, now: int) -> str:
+    if cap is None:
+        return "?"
+    steps = [f"{_clock(t)}: {n}" for t, n in cap.steps[1 : SHOWN_STEPS + 1]]
+    more = len(cap.steps) - 1 - SHOWN_STEPS
+    return ", ".join(steps) + (f" (+{more} more)" if more > 0 else "") if steps else "-"
+
+
+def _clock(t: int | None) -> str:
+    if t is None:
+        return "-"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows, strict=True)]
+    for line in (header, *rows):
+        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())

@@ -1,0 +1,310 @@
+"""The bridge on a simulated platform with a virtual clock: deterministic, in-process.
+
+The same code runs in the daemon (tests/test_daemon.py drives a real process); here every step
+is explicit: advance the platform, poll, tick (run a pass when one is due).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from coorm_bridge.adapters.base import JobSpec, NodeState, ReservationSpec
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.adapters.mock.clock import VirtualClock
+from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.bridge import Bridge
+from coorm_bridge.config import Config, PlacementSettings
+from coorm_bridge.errors import Conflict, Invalid, NotFound
+from coorm_bridge.model import AppState, Filter
+from coorm_bridge.policy import PolicyConfig
+from coorm_bridge.store import Store
+
+T0 = 1_000_000
+PLATFORM = """
+start = 1000000
+[[cluster]]
+name = "c1"
+hosts = 8
+[[cluster]]
+name = "c2"
+hosts = 4
+"""
+
+
+class Site:
+    """A bridge over a two-cluster mock platform on a virtual clock."""
+
+    def __init__(self, tmp_path, fair_start=30, horizon=300, attempts=3):
+        self.adapter = MockAdapter(parse_platform(PLATFORM), VirtualClock(T0))
+        config = Config(
+            policy=PolicyConfig(interval=1.0, fair_start=fair_start),
+            placement=PlacementSettings(horizon=horizon, attempts=attempts, poll_interval=5.0),
+        )
+        self.store = Store(tmp_path / "bridge.sqlite")
+        self.bridge = Bridge(config, self.adapter, self.store)
+        self.step(T0)
+
+    def step(self, t):
+        """Move to time ``t``: the platform runs, every cluster is polled, a pass runs if due."""
+        self.adapter.run_until(t)
+        for cluster in ("c1", "c2"):
+            self.bridge.poll(cluster)
+        self.bridge.tick()
+
+    def subscribe(self, user="alice", clusters=("c1", "c2")):
+        return self.bridge.subscribe(user, Filter(clusters=clusters), None).session
+
+    def request(self, sid, nodes, duration, user="alice"):
+        self.bridge.put_request(user, sid, nodes, duration)
+
+    def events(self, sid, kind=None):
+        found = self.store.events(sid)
+        return [e for e in found if kind is None or e.type == kind]
+
+    def ours(self, cluster):
+        shot = self.adapter.snapshot([cluster]).clusters[cluster]
+        return {r.name: r for r in shot.reservations if r.name.startswith("coorm-")}
+
+    def state(self, sid):
+        return self.store.session(sid).state
+
+
+@pytest.fixture
+def site(tmp_path):
+    return Site(tmp_path)
+
+
+def test_two_applications_are_co_allocated_on_both_clusters_at_the_same_instant(site):
+    a, b = site.subscribe(), site.subscribe(user="bob")
+    site.step(T0 + 1)
+    # Each got its first view as a change event: every cluster it sees, all hosts free.
+    for sid in (a, b):
+        (change,) = site.events(sid, "change")
+        assert {c.cluster: c.profile.steps for c in change.changes} == {
+            "c1": ((T0 + 1, 8),),
+            "c2": ((T0 + 1, 4),),
+        }
+    site.request(a, {"c1": 4, "c2": 2}, 100)
+    site.request(b, {"c1": 3, "c2": 2}, 50, user="bob")
+    site.step(T0 + 2)
+    starts = {sid: site.events(sid, "start") for sid in (a, b)}
+    assert all(len(s) == 1 for s in starts.values())
+    start_a, start_b = starts[a][0], starts[b][0]
+    assert start_a.time == start_b.time == T0 + 2
+    assert (start_a.end, start_b.end) == (T0 + 102, T0 + 52)
+    for event, sid, owner, nodes in ((start_a, a, "alice", (4, 2)), (start_b, b, "bob", (3, 2))):
+        assert site.state(sid) is AppState.STARTED
+        for cluster, hosts in zip(("c1", "c2"), nodes, strict=True):
+            allocation = event.allocations[cluster]
+            held = site.ours(cluster)[allocation.reservation]
+            assert len(allocation.hosts) == hosts
+            assert set(held.host_names) == set(allocation.hosts)
+            assert held.users == (owner,)
+            assert (held.start, held.end) == (event.time, event.end)
+    # Nobody shares a host.
+    for cluster in ("c1", "c2"):
+        assert not set(start_a.allocations[cluster].hosts) & set(start_b.allocations[cluster].hosts)
+    # A job submitted into the placeholder runs on its hosts.
+
+
+def test_a_waiting_application_gets_its_placeholders_within_the_horizon_and_starts(tmp_path):
+    site = Site(tmp_path, horizon=100)
+    first, second = site.subscribe(), site.subscribe()
+    site.step(T0 + 1)
+    site.request(first, {"c1": 8}, 500)
+    site.request(second, {"c1": 4, "c2": 4}, 60)
+    site.step(T0 + 2)
+    assert site.state(first) is AppState.STARTED
+    row = site.store.session(second)
+    assert row.state is AppState.WAITING
+    assert row.estimated_start == T0 + 502
+    assert site.store.placeholders(second) == []  # 500 s away: beyond the horizon
+    site.step(T0 + 402)
+    held = site.store.placeholders(second)
+    assert [(p.cluster, p.start, p.end, p.hosts) for p in held] == [
+        ("c1", T0 + 502, T0 + 562, 4),
+        ("c2", T0 + 502, T0 + 562, 4),
+    ]
+    assert set(site.ours("c2")) == {held[1].name}
+    site.step(T0 + 502)
+    (start,) = site.events(second, "start")
+    assert start.time == T0 + 502
+    assert {c: a.reservation for c, a in start.allocations.items()} == {
+        p.cluster: p.name for p in held
+    }
+
+
+def test_done_leaves_a_ghost_for_fair_start_then_releases_everything(site):
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.request(sid, {"c1": 2, "c2": 1}, 1000)
+    site.step(T0 + 2)
+    site.step(T0 + 10)
+    site.bridge.done("alice", sid)
+    site.step(T0 + 11)
+    assert site.state(sid) is AppState.GHOST
+    assert {r.end for r in site.ours("c1").values()} == {T0 + 40}  # done at 10 + fair_start 30
+    assert site.bridge.done("alice", sid).state is AppState.GHOST  # repeating is harmless
+    site.step(T0 + 40)
+    assert site.state(sid) is AppState.FINISHED
+    assert site.ours("c1") == site.ours("c2") == {}
+    assert site.store.placeholders(sid) == []
+    assert site.events(sid)[-1].type == "ended"
+
+
+def test_withdraw_before_start_cancels_and_releases_placeholders_held_ahead(site):
+    blocker, sid = site.subscribe(), site.subscribe()
+    site.step(T0 + 1)
+    site.request(blocker, {"c2": 4}, 100)
+    site.request(sid, {"c1": 1, "c2": 1}, 100)
+    site.step(T0 + 2)
+    assert len(site.store.placeholders(sid)) == 2  # starts at +102, within the horizon
+    assert site.bridge.withdraw("alice", sid).state is AppState.CANCELLED
+    site.step(T0 + 3)
+    assert site.store.placeholders(sid) == []
+    assert set(site.ours("c1")) == {p.name for p in site.store.placeholders(blocker)} & set(
+        site.ours("c1")
+    )
+    assert all(sid not in name for name in site.ours("c1") | site.ours("c2"))
+    assert site.events(sid)[-1].state is AppState.CANCELLED
+    with pytest.raises(Conflict):
+        site.bridge.done("alice", blocker) and site.bridge.withdraw("alice", blocker)
+
+
+def test_a_refusing_cluster_rolls_back_and_the_start_is_retried(site):
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.adapter.refuse_reservations("c2", 1, "Requested nodes are busy")
+    site.request(sid, {"c1": 2, "c2": 2}, 100)
+    site.step(T0 + 2)
+    assert site.state(sid) is AppState.WAITING
+    assert site.ours("c1") == {}  # rolled back: nothing held anywhere
+    assert site.bridge.runner.placement_failures == 1
+    site.step(T0 + 3)
+    assert site.state(sid) is AppState.STARTED
+    (start,) = site.events(sid, "start")
+    assert start.time == T0 + 3
+
+
+def test_reconciliation_deletes_orphans_and_recreates_lost_placeholders(site):
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.request(sid, {"c1": 2, "c2": 1}, 1000)
+    site.step(T0 + 2)
+    orphan = ReservationSpec(
+        name="coorm-nobody-c1", start=T0 + 5, end=T0 + 50, hosts=1, users=("mallory",)
+    )
+    site.adapter.create_reservation("c1", orphan)
+    lost = site.store.placeholder(sid, "c2")
+    site.adapter.delete_reservation("c2", lost.name)
+    done = site.bridge.reconcile()
+    assert done == {"orphans": 1, "recreated": 1}
+    assert set(site.ours("c1")) == {site.store.placeholder(sid, "c1").name}
+    again = site.ours("c2")[lost.name]
+    assert (again.hosts, again.end, again.users) == (1, lost.end, ("alice",))
+    assert site.bridge.reconcile() == {}
+
+
+def test_a_silent_cluster_degrades_health_keeps_the_last_view_and_recovers(site):
+    site.adapter.outage("c2", T0 + 10, T0 + 30)
+    assert site.bridge.health().status == "ok"
+    site.step(T0 + 10)
+    health = site.bridge.health()
+    assert health.status == "degraded"
+    assert health.clusters["c2"].status == "stale"
+    assert health.clusters["c2"].failures == 1
+    assert "does not answer" in health.clusters["c2"].error
+    assert health.clusters["c1"].status == "ok"
+    assert site.bridge.runner.poller.delay("c2") == 10.0  # backed off from 5
+    sid = site.subscribe()
+    site.step(T0 + 11)
+    info = site.bridge.info("alice", sid)
+    assert info.stale == ("c2",)
+    assert {cap.cluster: cap.steps for cap in info.view.profiles}["c2"] == ((T0 + 11, 4),)
+    site.step(T0 + 30)
+    assert site.bridge.health().status == "ok"
+
+
+def test_users_see_and_act_only_on_their_own_sessions(tmp_path):
+    site = Site(tmp_path)
+    site.bridge.admins = frozenset({"root"})
+    sid = site.subscribe()
+    for act in (
+        lambda: site.bridge.info("mallory", sid),
+        lambda: site.bridge.put_request("mallory", sid, {"c1": 1}, 10),
+        lambda: site.bridge.done("mallory", sid),
+        lambda: site.bridge.withdraw("mallory", sid),
+        lambda: site.bridge.events("mallory", sid, 0),
+    ):
+        with pytest.raises(NotFound):
+            act()
+    assert site.bridge.sessions_of("mallory") == []
+    assert [s.session for s in site.bridge.sessions_of("root")] == [sid]
+    assert site.bridge.info("root", sid).owner == "alice"
+    assert site.state(sid) is AppState.SUBMITTED
+
+
+def test_bad_requests_are_refused_and_change_nothing(site):
+    sid = site.subscribe(clusters=("c1",))
+    site.step(T0 + 1)
+    before = site.store.session(sid)
+    for nodes, duration in (({"c2": 1}, 10), ({"c1": 1}, -5), ({"c1": 0}, 10), ({"c1": "x"}, 10)):
+        with pytest.raises(Invalid):
+            site.bridge.put_request("alice", sid, nodes, duration)
+    assert site.store.session(sid) == before
+    with pytest.raises(Invalid):
+        site.bridge.subscribe("alice", Filter(min_hosts=100), None)
+
+
+def test_a_request_larger_than_the_platform_waits_with_no_estimate(site):
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.request(sid, {"c1": 9}, 10)
+    site.step(T0 + 2)
+    row = site.store.session(sid)
+    assert (row.state, row.estimated_start) == (AppState.WAITING, None)
+
+
+def test_a_node_going_down_is_seen_in_the_next_view(site):
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.adapter.set_node_state("c2", "c2-1", NodeState.DOWN)
+    site.step(T0 + 2)
+    change = site.events(sid, "change")[-1]
+    assert [(c.cluster, c.profile.steps) for c in change.changes] == [("c2", ((T0 + 2, 3),))]
+
+
+@pytest.mark.parametrize(("fair_start", "protected"), [(30, True), (5, False)])
+def test_fair_start_protects_a_slow_selector_from_a_later_fast_one(tmp_path, fair_start, protected):
+    """The paper's Fig. 5 and 7: App1 (older, selector takes 10 s) and App2 (younger, instant)
+    both adapt to hosts freed early by App0. With fair_start above App1's 10 s, App1 gets them;
+    below it, App2 takes them first and App1 ends much later."""
+    site = Site(tmp_path, fair_start=fair_start)
+    foreign = JobSpec(name="foreign", user="carol", argv=("sleep",), hosts=4, walltime=1000)
+    site.adapter.submit("c1", foreign)
+    app0, app1, app2 = (site.subscribe(clusters=("c1",)) for _ in range(3))
+    site.step(T0 + 1)
+    site.request(app0, {"c1": 4}, 1000)
+    site.request(app1, {"c1": 8}, 500)
+    site.request(app2, {"c1": 4}, 2000)
+    site.step(T0 + 2)
+    assert site.store.session(app1).estimated_start == T0 + 1002
+    assert site.store.session(app2).estimated_start == T0 + 1502
+    site.step(T0 + 100)
+    site.bridge.done("alice", app0)  # finishes 900 s early: 4 hosts are free
+    site.step(T0 + 100)
+    site.request(app2, {"c1": 4}, 800)  # the fast selector adapts at once
+    for t in range(T0 + 101, T0 + 110):
+        site.step(t)
+    site.request(app1, {"c1": 4}, 800)  # the slow one, 10 s after the view changed
+    for t in range(T0 + 110, T0 + 140):
+        site.step(t)
+    site.step(T0 + 2000)
+    start1 = site.store.session(app1).started_at
+    start2 = site.store.session(app2).started_at
+    if protected:
+        assert start1 == T0 + 100 + fair_start
+        assert start2 > start1
+    else:
+        assert start2 == T0 + 100 + fair_start
+        assert start1 >= start2 + 800  # waits for App2: its end moves by ~800 s
