@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable, Mapping
 
 from pydantic import ValidationError
@@ -44,6 +45,8 @@ class Bridge:
         self._passed = threading.Condition(self._lock)
         self.runner = PassRunner(config, adapter, store, [c.name for c in self.infos])
         self.runner.notify = self._notify
+        self.reconciled: Counter[str] = Counter()
+        """Repairs made by reconciliation since the start, per action (for metrics)."""
         self.listeners: list[Callable[[str], None]] = []
         """Called with a session id after events were stored for it (from any thread)."""
 
@@ -207,6 +210,7 @@ class Bridge:
                 prefix = self.config.bridge.placeholder_prefix
                 ours[cluster] = [r for r in shot.reservations if r.name.startswith(prefix)]
             done = self.runner.placement.reconcile(ours, self.now())
+            self.reconciled.update(done)
         if done:
             log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
         return done

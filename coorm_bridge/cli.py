@@ -80,6 +80,8 @@ def _serve(path: str | None, level: str) -> int:
     logging.basicConfig(
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
+    # One line per job run every second drowns what matters.
+    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
     try:
         config = load_config(path)
     except ConfigError as error:

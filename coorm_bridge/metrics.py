@@ -6,11 +6,14 @@ admin watches: sessions per state, placements and their failures, and which batc
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
+
+from coorm_bridge.records import PlaceholderStatus
 
 if TYPE_CHECKING:
     from coorm_bridge.bridge import Bridge
@@ -44,6 +47,19 @@ class BridgeCollector(Collector):
             ),
         ):
             yield CounterMetricFamily(name, text, value=value)
+        held = GaugeMetricFamily(
+            "coorm_placeholders", "Placeholder reservations per status.", labels=["status"]
+        )
+        statuses = Counter(p.status.value for p in self.bridge.store.placeholders())
+        for status in PlaceholderStatus:
+            held.add_metric([status.value], statuses[status.value])
+        yield held
+        repaired = CounterMetricFamily(
+            "coorm_reconciled", "Reconciliation repairs, per action.", labels=["action"]
+        )
+        for action, count in sorted(self.bridge.reconciled.items()):
+            repaired.add_metric([action], count)
+        yield repaired
         up = GaugeMetricFamily(
             "coorm_cluster_up", "1 if the batch system answered its last poll.", labels=["cluster"]
         )

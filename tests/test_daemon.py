@@ -1,0 +1,393 @@
+"""The daemon as users run it: ``coorm-bridge serve`` in its own process, reached through the
+client over its Unix socket (identity from the peer's uid) and over TCP (bearer tokens).
+
+Each test starts its own daemon and stops only that process, by PID.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.model import AppState, Filter, Request
+
+pytestmark = pytest.mark.daemon
+
+ALICE_TOKEN = "alice-token-0123456789"
+BOB_TOKEN = "bob-token-0123456789abc"
+PLATFORM = """
+[[cluster]]
+name = "c1"
+hosts = 8
+[[cluster]]
+name = "c2"
+hosts = 4
+"""
+CONFIG = """
+[bridge]
+socket = "bridge.sock"
+state_dir = "state"
+[bridge.tcp]
+host = "127.0.0.1"
+port = {port}
+[bridge.tokens]
+"{alice}" = "alice"
+"{bob}" = "bob"
+[policy]
+interval = 0.2
+fair_start = {fair_start}
+[placement]
+poll_interval = 0.5
+[adapter]
+kind = "mock"
+platform = "platform.toml"
+"""
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """One ``coorm-bridge serve`` process over a folder of its own (config, socket, state)."""
+
+    def __init__(self, folder: Path, outage: tuple[int, int] | None = None, fair_start=2):
+        self.folder = folder
+        self.port = free_port()
+        platform = PLATFORM
+        if outage is not None:
+            platform += f'[[outage]]\ncluster = "c2"\nstart = {outage[0]}\nend = {outage[1]}\n'
+        (folder / "platform.toml").write_text(platform)
+        config = folder / "coorm-bridge.toml"
+        config.write_text(
+            CONFIG.format(port=self.port, alice=ALICE_TOKEN, bob=BOB_TOKEN, fair_start=fair_start)
+        )
+        config.chmod(0o600)
+        self.config = config
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log = folder / "daemon.log"
+
+    @property
+    def unix(self):
+        return f"unix://{self.folder / 'bridge.sock'}"
+
+    @property
+    def tcp(self):
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self):
+        command = [
+            sys.executable,
+            "-c",
+            "import sys; from coorm_bridge.cli import main; sys.exit(main())",
+            "serve",
+            "--config",
+            str(self.config),
+        ]
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                command, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + 60
+        with BridgeClient(self.unix, timeout=2) as client:
+            while time.monotonic() < deadline:
+                assert self.process.poll() is None, self.log.read_text()
+                try:
+                    client.health()
+                    return self
+                except BridgeError:
+                    time.sleep(0.1)
+        raise AssertionError(f"the daemon did not start:\n{self.log.read_text()}")
+
+    def kill(self, sig=signal.SIGKILL):
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(30)
+        return self.process.returncode if self.process else None
+
+    def client(self, token=None):
+        return BridgeClient(self.unix if token is None else self.tcp, token=token, timeout=10)
+
+
+@pytest.fixture
+def folder():
+    # Short: a Unix socket path has at most 107 bytes.
+    path = Path(tempfile.mkdtemp(prefix="cbd-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(folder):
+    daemon = Daemon(folder).start()
+    yield daemon
+    daemon.kill(signal.SIGTERM)
+
+
+def wait_for(client, sid, kind, after=0, timeout=30):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for event in client.events(sid, after=after, wait=5):
+            after = event.seq
+            if event.type == kind:
+                return event
+    raise AssertionError(f"no {kind} event for {sid}")
+
+
+def test_two_applications_start_together_on_both_clusters(daemon):
+    with daemon.client() as client:
+        sids = [client.subscribe(Filter(clusters=("c1", "c2"))).session for _ in range(2)]
+        requests = [Request(nodes={"c1": 4, "c2": 2}, duration=60)] * 2
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(client.request, sids, requests))
+        assert answers[0].estimated_start == answers[1].estimated_start is not None
+        starts = [wait_for(client, sid, "start") for sid in sids]
+    assert starts[0].time == starts[1].time
+    hosts = {}
+    for sid, start in zip(sids, starts, strict=True):
+        assert set(start.allocations) == {"c1", "c2"}
+        for cluster, allocation in start.allocations.items():
+            assert allocation.reservation == f"coorm-{sid}-{cluster}"
+            hosts.setdefault(cluster, []).extend(allocation.hosts)
+    assert sorted(hosts["c1"]) == [f"c1-{i}" for i in range(8)]  # all 8, none twice
+    assert sorted(hosts["c2"]) == [f"c2-{i}" for i in range(4)]
+
+
+def test_identity_over_the_socket_and_over_tcp(daemon):
+    with daemon.client() as local:
+        sid = local.subscribe().session
+        assert local.session(sid).owner == getpass.getuser()
+    with daemon.client(token=BOB_TOKEN) as bob:
+        with pytest.raises(BridgeError) as refused:
+            bob.session(sid)
+        assert refused.value.status == 404
+        with pytest.raises(BridgeError) as refused:
+            bob.done(sid)
+        assert refused.value.status == 404
+        own = bob.subscribe().session
+        assert bob.session(own).owner == "bob"
+        assert [s.session for s in bob.sessions()] == [own]
+    with daemon.client(token="not-a-known-token-at-all") as stranger:
+        with pytest.raises(BridgeError) as refused:
+            stranger.sessions()
+        assert refused.value.status == 401
+
+
+def test_kill_9_loses_nothing_acknowledged_and_launchers_resume(folder):
+    daemon = Daemon(folder).start()
+    acknowledged: dict[str, Request] = {}
+    stop = threading.Event()
+
+    def launcher(k):
+        with daemon.client() as client:
+            while not stop.is_set():
+                try:
+                    sid = client.subscribe(Filter(clusters=("c1",))).session
+                    acknowledged[sid] = None
+                    request = Request(nodes={"c1": 1 + k % 8}, duration=3600)
+                    client.request(sid, request)
+                    acknowledged[sid] = request
+                except BridgeError:
+                    return
+
+    with daemon.client() as client:
+        running = client.subscribe().session
+        client.request(running, Request(nodes={"c1": 1, "c2": 1}, duration=3600))
+        start = wait_for(client, running, "start")
+        events_before = client.events(running)
+    threads = [threading.Thread(target=launcher, args=(k,)) for k in range(4)]
+    for thread in threads:
+        thread.start()
+    time.sleep(1.5)
+    assert daemon.kill(signal.SIGKILL) == -signal.SIGKILL
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    assert len(acknowledged) > 3
+    daemon.start()
+    with daemon.client() as client:
+        for sid, request in acknowledged.items():
+            info = client.session(sid)
+            if request is not None:
+                assert info.request == request
+                assert info.state in (AppState.REQUEST_SENT, AppState.WAITING, AppState.STARTED)
+        # The started application is still started, its events are all there, and its
+        # placeholders were re-created in the (restarted, simulated) batch systems.
+        assert client.session(running).state is AppState.STARTED
+        assert client.events(running)[: len(events_before)] == events_before
+        metrics = requests.get(f"{daemon.tcp}/metrics", timeout=10).text
+        figures = dict(line.rsplit(" ", 1) for line in metrics.splitlines() if line[0] != "#")
+        # At least the running application's two; waiting ones may have had some too.
+        assert float(figures['coorm_reconciled_total{action="recreated"}']) >= 2
+        assert float(figures['coorm_placeholders{status="held"}']) >= 2
+        assert float(figures['coorm_placeholders{status="requested"}']) == 0
+        # A launcher that reconnects resumes after its last event, and done still works.
+        client.done(running)
+        ended = wait_for(client, running, "ended", after=events_before[-1].seq)
+        assert ended.state is AppState.FINISHED
+    assert start.allocations["c1"].reservation == f"coorm-{running}-c1"
+    daemon.kill(signal.SIGTERM)
+
+
+def test_a_following_launcher_gets_every_event_once_across_a_kill_9(folder):
+    daemon = Daemon(folder).start()
+    got = []
+    with daemon.client() as client:
+        sid = client.subscribe().session
+        client.request(sid, Request(nodes={"c1": 2}, duration=3600))
+        wait_for(client, sid, "start")
+
+    def follow():
+        with daemon.client() as follower:
+            got.extend(follower.follow(sid, wait=2, retry=0.2, max_retry=1))
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    time.sleep(1)
+    daemon.kill(signal.SIGKILL)
+    time.sleep(1)  # the follower retries against a dead socket meanwhile
+    daemon.start()
+    with daemon.client() as client:
+        client.done(sid)
+        thread.join(60)
+        assert not thread.is_alive()
+        assert got == client.events(sid)
+    assert [e.seq for e in got] == list(range(1, len(got) + 1))
+    assert [e.type for e in got][-1] == "ended"
+    assert "start" in [e.type for e in got]
+    daemon.kill(signal.SIGTERM)
+
+
+def test_a_silent_cluster_degrades_health_and_recovers(folder):
+    daemon = Daemon(folder, outage=(8, 14)).start()
+    try:
+        with daemon.client() as client:
+            seen = []
+            deadline = time.monotonic() + 40
+            while time.monotonic() < deadline:
+                health = client.health()
+                if not seen or seen[-1] != health.status:
+                    seen.append(health.status)
+                    if health.status == "degraded":
+                        assert health.clusters["c2"].status == "stale"
+                        assert health.clusters["c1"].status == "ok"
+                if seen[-2:] == ["degraded", "ok"]:
+                    break
+                time.sleep(0.2)
+        assert seen == ["ok", "degraded", "ok"]
+        assert daemon.process.poll() is None
+    finally:
+        daemon.kill(signal.SIGTERM)
+
+
+def test_status_prints_clusters_availability_and_sessions(daemon):
+    with daemon.client() as client:
+        sid = client.subscribe(name="climate").session
+        client.request(sid, Request(nodes={"c1": 9}, duration=60))
+    result = subprocess.run(
+        [sys.executable, "-c", "from coorm_bridge.cli import main; main()", "status"],
+        env={**os.environ, "COORM_BRIDGE_URL": daemon.unix},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=daemon.folder,
+    )
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"coorm-bridge at {daemon.unix}: ok, time ")
+    assert any(line.split()[:4] == ["c1", "8", "ok", "8"] for line in lines)
+    row = next(line for line in lines if line.startswith(sid))
+    assert "climate" in row
+    assert "waiting" in row
+    assert "never" in row
+
+
+def test_serve_without_configuration_runs_the_mock_platform_for_the_user(folder):
+    env = {
+        **os.environ,
+        "XDG_RUNTIME_DIR": str(folder / "run"),
+        "XDG_STATE_HOME": str(folder / "state"),
+    }
+    env.pop("COORM_BRIDGE_CONFIG", None)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from coorm_bridge.cli import main; sys.exit(main())",
+            "serve",
+        ],
+        env=env,
+        cwd=folder,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        line = process.stdout.readline()
+        path = folder / "run" / "coorm-bridge" / "bridge.sock"
+        assert f"listening on unix://{path}" in line
+        assert (path.stat().st_mode & 0o777) == 0o600
+        with BridgeClient(f"unix://{path}") as client:
+            assert [c.name for c in client.clusters()] == ["alpha", "beta", "gamma"]
+        assert (folder / "state" / "coorm-bridge" / "bridge.sqlite").exists()
+    finally:
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0
+    assert not path.exists()
+
+
+def test_a_bad_configuration_is_refused_with_file_and_key(folder):
+    config = folder / "bad.toml"
+    config.write_text("[policy]\nfair_start = -3\n")
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from coorm_bridge.cli import main; sys.exit(main())",
+            "serve",
+            "--config",
+            str(config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=folder,
+        check=False,
+    )
+    assert result.returncode == 2
+    assert f"{config}: policy.fair_start" in result.stderr
+
+
+def test_the_readme_demo_runs_on_a_private_daemon(folder):
+    script = Path(sys.executable).with_name("coorm-bridge")
+    result = subprocess.run(
+        [str(script), "demo", "--start-daemon"],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=240,
+        cwd=folder,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    assert "co-allocated: yes" in out
+    starts = [line for line in out.splitlines() if "] START at " in line]
+    assert len(starts) == 2
+    assert len({line.split(" START at ")[1] for line in starts}) == 1  # one instant for both
+    assert out.count("placeholders released") == 2
