@@ -104,7 +104,7 @@ class PassRunner:
         changed_estimate = estimate != row.estimated_start
         if state is not row.state or changed_estimate:
             row = self.store.update_session(row.id, now=now, state=state, estimated_start=estimate)
-        if row.id in result.to_start:
+        if row.id in result.to_start or not (outcome.view_changed or changed_estimate):
             return row
         view = result.view(row.id)
         sent = self._sent.get(row.id, {})

@@ -148,7 +148,7 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
         try:
             found = await blocking(lambda: bridge.events(user, session_id, after))
             left = deadline - loop.time()
-            if found or left <= 0 or bridge.store.session(session_id) is None:
+            if found or left <= 0:
                 return EventPage(events=found)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waiter.wait(), timeout=left)

@@ -118,7 +118,11 @@ class Daemon:
     def kill(self, sig=signal.SIGKILL):
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(sig)
-            self.process.wait(30)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
         return self.process.returncode if self.process else None
 
     def client(self, token=None):
@@ -134,10 +138,22 @@ def folder():
 
 
 @pytest.fixture
-def daemon(folder):
-    daemon = Daemon(folder).start()
-    yield daemon
-    daemon.kill(signal.SIGTERM)
+def make_daemon(folder):
+    """Daemons for this test; each one started is stopped at the end, whatever happened."""
+    made: list[Daemon] = []
+
+    def make(**options):
+        made.append(Daemon(folder, **options))
+        return made[-1]
+
+    yield make
+    for daemon in made:
+        daemon.kill(signal.SIGKILL)
+
+
+@pytest.fixture
+def daemon(make_daemon):
+    return make_daemon().start()
 
 
 def wait_for(client, sid, kind, after=0, timeout=30):
@@ -189,8 +205,8 @@ def test_identity_over_the_socket_and_over_tcp(daemon):
         assert refused.value.status == 401
 
 
-def test_kill_9_loses_nothing_acknowledged_and_launchers_resume(folder):
-    daemon = Daemon(folder).start()
+def test_kill_9_loses_nothing_acknowledged_and_launchers_resume(make_daemon):
+    daemon = make_daemon().start()
     acknowledged: dict[str, Request] = {}
     stop = threading.Event()
 
@@ -245,8 +261,8 @@ def test_kill_9_loses_nothing_acknowledged_and_launchers_resume(folder):
     daemon.kill(signal.SIGTERM)
 
 
-def test_a_following_launcher_gets_every_event_once_across_a_kill_9(folder):
-    daemon = Daemon(folder).start()
+def test_a_following_launcher_gets_every_event_once_across_a_kill_9(make_daemon):
+    daemon = make_daemon().start()
     got = []
     with daemon.client() as client:
         sid = client.subscribe().session
@@ -274,26 +290,23 @@ def test_a_following_launcher_gets_every_event_once_across_a_kill_9(folder):
     daemon.kill(signal.SIGTERM)
 
 
-def test_a_silent_cluster_degrades_health_and_recovers(folder):
-    daemon = Daemon(folder, outage=(8, 14)).start()
-    try:
-        with daemon.client() as client:
-            seen = []
-            deadline = time.monotonic() + 40
-            while time.monotonic() < deadline:
-                health = client.health()
-                if not seen or seen[-1] != health.status:
-                    seen.append(health.status)
-                    if health.status == "degraded":
-                        assert health.clusters["c2"].status == "stale"
-                        assert health.clusters["c1"].status == "ok"
-                if seen[-2:] == ["degraded", "ok"]:
-                    break
-                time.sleep(0.2)
-        assert seen == ["ok", "degraded", "ok"]
-        assert daemon.process.poll() is None
-    finally:
-        daemon.kill(signal.SIGTERM)
+def test_a_silent_cluster_degrades_health_and_recovers(make_daemon):
+    daemon = make_daemon(outage=(8, 14)).start()
+    with daemon.client() as client:
+        seen = []
+        deadline = time.monotonic() + 40
+        while time.monotonic() < deadline:
+            health = client.health()
+            if not seen or seen[-1] != health.status:
+                seen.append(health.status)
+                if health.status == "degraded":
+                    assert health.clusters["c2"].status == "stale"
+                    assert health.clusters["c1"].status == "ok"
+            if seen[-2:] == ["degraded", "ok"]:
+                break
+            time.sleep(0.2)
+    assert seen == ["ok", "degraded", "ok"]
+    assert daemon.process.poll() is None
 
 
 def test_status_prints_clusters_availability_and_sessions(daemon):
