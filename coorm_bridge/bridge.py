@@ -172,8 +172,15 @@ class Bridge:
             return row
 
     def events(self, user: str, session_id: str, after: int, limit: int = 1000) -> list[Event]:
-        self._own(user, session_id)
-        return self.store.events(session_id, after=after, limit=limit)
+        """Long polls call this on every wake-up: it reads without the bridge's lock or the
+        store's writer, so launchers are never held up by a pass in progress."""
+        owner = self.store.owner(session_id)
+        if owner is None or (owner != user and not self.is_admin(user)):
+            raise NotFound(f"no session {session_id} of yours")
+        try:
+            return self.store.events(session_id, after=after, limit=limit)
+        except KeyError:
+            raise NotFound(f"no session {session_id} of yours") from None
 
     def wait_pass(self, after: int, timeout: float) -> bool:
         """Block until a pass numbered above ``after`` ran (True) or ``timeout`` (False)."""

@@ -11,7 +11,8 @@ the batch system's hint or the next poll), never reported as started.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from coorm_bridge.adapters.base import Adapter
@@ -19,7 +20,7 @@ from coorm_bridge.coallocation import CoAllocationFailed
 from coorm_bridge.config import Config
 from coorm_bridge.model import CAP, AppState, Change, ChangeKind
 from coorm_bridge.placement import Placement
-from coorm_bridge.policy import PassResult, Policy
+from coorm_bridge.policy import Application, PassResult, Policy
 from coorm_bridge.polling import Poller
 from coorm_bridge.profile import Profile
 from coorm_bridge.records import SessionRow
@@ -52,6 +53,7 @@ class PassRunner:
         self._failures: dict[str, int] = {}
         self._not_before: dict[str, int] = {}
         self._release: set[str] = set()
+        self._apps: dict[str, tuple[SessionRow, Application]] = {}
 
     def trigger(self) -> None:
         """Something changed: run a pass at the next tick (at most one per policy.interval)."""
@@ -70,31 +72,66 @@ class PassRunner:
     # -- the pass ---------------------------------------------------------------------------
 
     def run(self, now: int) -> PassResult:
+        """One pass. States, estimates and events are written in one transaction and launchers
+        woken after it commits; the batch systems are called only after that (never inside a
+        transaction: a slow controller must not block the store)."""
         self.dirty = False
         for session_id in sorted(self._release):
             if not self.placement.release(session_id):
                 self._release.discard(session_id)
         rows = {row.id: row for row in self.store.sessions(states=ACTIVE)}
-        result = self.policy.run(self.poller.free(), [r.application() for r in rows.values()], now)
+        result = self.policy.run(self.poller.free(), self._applications(rows), now)
         self.last = result
-        for app_id, outcome in result.outcomes.items():
-            row = rows[app_id]
-            if outcome.state is AppState.FINISHED:
-                self.end(row, AppState.FINISHED, now)
-                self._release_now(app_id)
-            elif outcome.state is AppState.GHOST and row.state is AppState.FINISH_SENT:
-                assert outcome.hold_until is not None
-                self.placement.shrink(row, outcome.hold_until)
-                self.store.update_session(app_id, now=now, state=AppState.GHOST)
-            elif row.state in PLACED:
-                rows[app_id] = self._placed(row, result, now)
-        for app_id in result.expired:
-            self._expire(rows[app_id], now)
+        shrink: list[tuple[SessionRow, int]] = []
+        with self._batch():
+            for app_id, outcome in result.outcomes.items():
+                row = rows[app_id]
+                if outcome.state is AppState.FINISHED:
+                    self.end(row, AppState.FINISHED, now)
+                elif outcome.state is AppState.GHOST and row.state is AppState.FINISH_SENT:
+                    assert outcome.hold_until is not None
+                    self.store.update_session(app_id, now=now, state=AppState.GHOST)
+                    shrink.append((row, outcome.hold_until))
+                elif row.state in PLACED:
+                    rows[app_id] = self._placed(row, result, now)
+            for app_id in result.expired:
+                self._expire(rows[app_id], now)
+        for row, until in shrink:
+            self.placement.shrink(row, until)
+        for session_id in sorted(self._release):
+            self._release_now(session_id)
         self._place(rows, result, now)
         self._sent = {k: v for k, v in self._sent.items() if k in result.outcomes}
         self.next_due = self._next_due(result, now)
         self.passes += 1
         return result
+
+    def _applications(self, rows: dict[str, SessionRow]) -> list[Application]:
+        """The policy's table; an unchanged row (the store hands out the same object for the
+        same values) keeps its application, so a pass validates only what changed."""
+        apps = self._apps
+        table = []
+        for session_id, row in rows.items():
+            cached = apps.get(session_id)
+            if cached is None or cached[0] is not row:
+                cached = apps[session_id] = (row, row.application())
+            table.append(cached[1])
+        for gone in apps.keys() - rows.keys():
+            del apps[gone]
+        return table
+
+    @contextmanager
+    def _batch(self) -> Iterator[None]:
+        """One transaction for many events; their sessions are woken once it committed."""
+        woken: list[str] = []
+        notify, self.notify = self.notify, woken.append
+        try:
+            with self.store.transaction():
+                yield
+        finally:
+            self.notify = notify
+        for session_id in dict.fromkeys(woken):
+            notify(session_id)
 
     def _placed(self, row: SessionRow, result: PassResult, now: int) -> SessionRow:
         """Persist a waiting application's new estimate; tell it when its view changed."""
@@ -123,6 +160,8 @@ class PassRunner:
         assert row.request is not None
         if self._not_before.get(row.id, 0) > now:
             return
+        # A long pass may have crossed a second: a reservation cannot begin in the past.
+        now = self._fresh(now)
         try:
             held = self.placement.ensure(row, now, now)
         except CoAllocationFailed as failed:
@@ -132,7 +171,7 @@ class PassRunner:
         self._not_before.pop(row.id, None)
         self.placements += 1
         end = now + row.request.duration
-        with self.store.transaction():
+        with self._batch():
             self.store.update_session(
                 row.id,
                 now=now,
@@ -155,7 +194,6 @@ class PassRunner:
         reason = f"the allocation ended at {row.alloc_end} without done"
         self._emit(row.id, {"type": "killed", "time": now, "reason": reason})
         self.end(row, AppState.FINISHED, now)
-        self._release_now(row.id)
 
     def _place(self, rows: dict[str, SessionRow], result: PassResult, now: int) -> None:
         """Start who starts now; hold placeholders for those starting within the horizon, and
@@ -190,12 +228,16 @@ class PassRunner:
     def _ensure(self, row: SessionRow, start: int, now: int) -> None:
         if self._not_before.get(row.id, 0) > now:
             return
+        now = self._fresh(now)
         try:
-            self.placement.ensure(row, start, now)
+            self.placement.ensure(row, max(start, now), now)
         except CoAllocationFailed as failed:
             self._failed(row, failed, now)
         else:
             self._failures.pop(row.id, None)
+
+    def _fresh(self, now: int) -> int:
+        return max(now, self.placement.adapter.now())
 
     def _failed(self, row: SessionRow, failed: CoAllocationFailed, now: int) -> None:
         """Bounded retries: refresh the refusing clusters' snapshots and try again next pass;
@@ -216,7 +258,7 @@ class PassRunner:
 
     def end(self, row: SessionRow, state: AppState, now: int) -> SessionRow:
         """Finish or cancel a session: final state and its ``ended`` event, in one transaction."""
-        with self.store.transaction():
+        with self._batch():
             row = self.store.update_session(row.id, now=now, state=state)
             self._emit(row.id, {"type": "ended", "time": now, "state": state})
         self._release.add(row.id)
@@ -230,6 +272,8 @@ class PassRunner:
             self._release.discard(session_id)
 
     def _emit(self, session_id: str, event: dict[str, Any]) -> None:
+        """Store an event; always called in :meth:`_batch`, which wakes the session's long polls
+        once the event is committed (they read without waiting for the writer)."""
         self.store.append_event(session_id, event)
         self.notify(session_id)
 

@@ -125,7 +125,7 @@ async def put_request(
     passes = await blocking(lambda: bridge.put_request(user, session_id, body.nodes, body.duration))
     timeout = 2 * bridge.config.policy.interval + 10
     await blocking(lambda: bridge.wait_pass(passes, timeout))
-    row = bridge.store.session(session_id)
+    row = await blocking(lambda: bridge.store.session(session_id))
     assert row is not None
     return RequestAnswer(session=row.id, state=row.state, estimated_start=row.estimated_start)
 

@@ -20,6 +20,7 @@ Why these choices:
 
 from __future__ import annotations
 
+import functools
 import json
 import sqlite3
 import threading
@@ -107,6 +108,8 @@ class Store:
         self._lock = threading.RLock()
         self._depth = 0
         self._closed = False
+        self._local = threading.local()
+        self._readers: list[sqlite3.Connection] = []
         try:
             self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
         except sqlite3.Error as error:
@@ -171,6 +174,8 @@ class Store:
             if not self._closed:
                 self._closed = True
                 self._conn.close()
+                for reader in self._readers:
+                    reader.close()
 
     def __enter__(self) -> Self:
         return self
@@ -222,6 +227,25 @@ class Store:
                 raise StoreError(f"the store {self.path} is closed")
             return self._conn.execute(sql, tuple(parameters)).fetchall()
 
+    def _snapshot_read(self, sql: str, parameters: Iterable[object] = ()) -> list[Any]:
+        """Read committed data on this thread's own connection: in WAL mode it neither waits for
+        nor blocks the writer, so a thousand long polls never queue behind a policy pass."""
+        if str(self.path) == ":memory:":
+            return self._read(sql, parameters)
+        reader: sqlite3.Connection | None = getattr(self._local, "reader", None)
+        if reader is None:
+            with self._lock:
+                if self._closed:
+                    raise StoreError(f"the store {self.path} is closed")
+                reader = sqlite3.connect(self.path, check_same_thread=False)
+                reader.execute("PRAGMA query_only = ON")
+                self._readers.append(reader)
+            self._local.reader = reader
+        try:
+            return reader.execute(sql, tuple(parameters)).fetchall()
+        except sqlite3.ProgrammingError as error:  # closed under us by close()
+            raise StoreError(f"the store {self.path} is closed") from error
+
     # -- sessions ----------------------------------------------------------------------------
 
     def create_session(
@@ -245,6 +269,11 @@ class Store:
     def session(self, session_id: str) -> SessionRow | None:
         rows = self._read("SELECT * FROM sessions WHERE id = ?", (session_id,))
         return _session_row(rows[0]) if rows else None
+
+    def owner(self, session_id: str) -> str | None:
+        """Who owns a session (None: no such session), read without waiting for the writer."""
+        rows = self._snapshot_read("SELECT owner FROM sessions WHERE id = ?", (session_id,))
+        return str(rows[0][0]) if rows else None
 
     def sessions(
         self, owner: str | None = None, states: Iterable[AppState] | None = None
@@ -342,15 +371,18 @@ class Store:
         return full
 
     def events(self, session_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
-        """The session's events numbered above ``after``, oldest first, at most ``limit``."""
+        """The session's committed events numbered above ``after``, oldest first, at most
+        ``limit``; KeyError for an unknown session."""
         if after < 0 or limit < 1:
             raise ValueError(f"need after >= 0 and limit >= 1, got after={after}, limit={limit}")
-        rows = self._read(
+        rows = self._snapshot_read(
             "SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (session_id, after, limit),
         )
-        if not rows:
-            self._require_session(session_id)
+        if not rows and not self._snapshot_read(
+            "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
+        ):
+            raise KeyError(session_id)
         return [_EVENTS.validate_json(row[0]) for row in rows]
 
     def last_seq(self, session_id: str) -> int:
@@ -435,7 +467,17 @@ def _from_sql(row: sqlite3.Row) -> dict[str, Any]:
 
 
 def _session_row(row: sqlite3.Row) -> SessionRow:
-    data = _from_sql(row)
+    return _parsed_session(tuple(row.keys()), tuple(row))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _parsed_session(columns: tuple[str, ...], values: tuple[Any, ...]) -> SessionRow:
+    """Parsing and validating a row costs far more than reading it, and every policy pass reads
+    every active session: the same column values give the same (immutable) row object."""
+    data = dict(zip(columns, values, strict=True))
+    for key in _JSON_COLUMNS.intersection(data):
+        if data[key] is not None:
+            data[key] = json.loads(data[key])
     data["order"] = data.pop("ord")
     return SessionRow.model_validate(data)
 
