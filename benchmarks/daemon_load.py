@@ -1,0 +1,245 @@
+"""Daemon under load: event delivery to launchers while 1,000 of them hold long polls open.
+
+A real daemon (``coorm-bridge serve``, TCP on loopback, a static mock platform) and N launchers
+(httpx, asyncio), each on its own keep-alive connection holding ``GET .../events?after=K&wait=30``
+open. At random (Poisson) moments a driver withdraws a random idle launcher's session (the DELETE
+commits the ``ended`` event, then answers); it subscribes again (untimed), so N long polls stay
+open and passes run meanwhile. ``p99_ms``/``p50_ms``/``max_ms``: from the DELETE's answer until
+the long poll handed the event over (0 if first); ``e2e_p99_ms``: from sending the DELETE (which
+waits for a pass in progress). Last, the oldest session asks for a whole cluster so that one pass
+changes every view: ``burst_ms`` from the first launcher told to the last, ``start_ms`` from the
+PUT to its ``start``. Then ``errors`` (any: exit status 1), ``stop_s`` (SIGTERM to exit),
+``seconds``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import random
+import resource
+import secrets
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx2 as httpx
+
+PLATFORM = '[[cluster]]\nname = "alpha"\nhosts = 256\n[[cluster]]\nname = "beta"\nhosts = 128\n'
+CONFIG = """policy = {{ interval = 1.0 }}
+adapter = {{ kind = "mock", platform = "platform.toml" }}
+[bridge]
+socket = "{dir}/bridge.sock"
+state_dir = "{dir}/state"
+tcp = {{ host = "127.0.0.1", port = {port} }}
+tokens = {{ "{token}" = "bench" }}
+"""
+
+
+class Http:
+    """One launcher's keep-alive connection, with httpx (the daemon side is what is measured)."""
+
+    def __init__(self, port: int, token: str) -> None:
+        self.client = httpx.AsyncClient(
+            base_url=f"http://127.0.0.1:{port}/v1",
+            headers={"Authorization": f"Bearer {token}"},
+            timeout=60,
+            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
+        )
+
+    async def call(self, method: str, path: str, body: object = None, expect: int = 200) -> Any:
+        answer = await self.client.request(method, path, json=body)
+        if answer.status_code != expect:
+            raise RuntimeError(f"{method} {path}: HTTP {answer.status_code} {answer.text}")
+        return answer.json() if answer.content else None
+
+
+class Launcher:
+    """Subscribes, then long-polls its session's events until it ends; then subscribes again."""
+
+    def __init__(self, http: Http) -> None:
+        self.http, self.session, self.after, self.picked = http, "", 0, False
+        self.told: dict[int, float] = {}  # event number -> when it came
+        self.kinds: dict[str, int] = {}  # event type -> its last number
+        self.ended: dict[str, float] = {}  # session -> when its ended event came
+        self.polling_since: float | None = None  # while an idle long poll is out
+
+    async def run(self) -> None:
+        while True:
+            answer = await self.http.call("POST", "/sessions", {"name": "bench"}, expect=201)
+            self.session, self.after, self.picked = answer["session"], 0, False
+            self.told, self.kinds = {}, {}
+            while "ended" not in self.kinds:
+                self.polling_since = time.perf_counter() if self.after else None  # has a view
+                path = f"/sessions/{self.session}/events?after={self.after}&wait=30"
+                answer = await self.http.call("GET", path)
+                now, self.polling_since = time.perf_counter(), None
+                for event in answer["events"]:
+                    self.after = event["seq"]
+                    self.told[self.after], self.kinds[event["type"]] = now, self.after
+            self.ended[self.session] = self.told[self.kinds["ended"]]
+
+
+async def until(test: Callable[[], bool], timeout: float, failure: str) -> None:
+    deadline = time.perf_counter() + timeout
+    while not test():
+        if time.perf_counter() > deadline:
+            raise RuntimeError(failure)
+        await asyncio.sleep(0.005)
+
+
+def ms(values: list[float], q: float) -> str:
+    ordered = sorted(values) or [float("nan")]
+    return f"{1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.1f}"
+
+
+class Bench:
+    def __init__(self, port: int, token: str, launchers: int) -> None:
+        self.crowd, self.port = [Launcher(Http(port, token)) for _ in range(launchers)], port
+        self.tasks: list[asyncio.Task[None]] = []
+        self.pool: asyncio.Queue[Http] = asyncio.Queue()  # the driver's keep-alive connections
+        for _ in range(8):
+            self.pool.put_nowait(Http(port, token))
+        self.delivery, self.e2e, self.errors = list[float](), list[float](), list[str]()
+        self.spread = self.start = float("nan")
+
+    def ready(self) -> bool:
+        return all(x.polling_since for x in self.crowd) or any(t.done() for t in self.tasks)
+
+    async def settle(self) -> None:  # until all have their view and wait, and no pass is due
+        await until(self.ready, 60, "the launchers did not all get their view in 60 s")
+        await asyncio.sleep(1.5)
+
+    async def withdraw(self, launcher: Launcher) -> None:
+        http, session = await self.pool.get(), launcher.session
+        begin = time.perf_counter()
+        await http.call("DELETE", f"/sessions/{session}")
+        answered = time.perf_counter()
+        self.pool.put_nowait(http)
+        await until(lambda: session in launcher.ended, 10, "an ended event came not in 10 s")
+        self.delivery.append(max(0.0, launcher.ended[session] - answered))
+        self.e2e.append(launcher.ended[session] - begin)
+
+    async def rounds(self, rng: random.Random, rounds: int, rate: float) -> None:
+        jobs = []
+        for _ in range(rounds):
+            await asyncio.sleep(rng.expovariate(rate))
+            now = time.perf_counter()  # idle for 0.1 s: its long poll is held by the daemon
+            idle = [x for x in self.crowd if not x.picked and now - (x.polling_since or now) > 0.1]
+            for launcher in rng.sample(idle, min(1, len(idle))):
+                launcher.picked = True
+                jobs.append(asyncio.create_task(self.withdraw(launcher)))
+        await asyncio.gather(*jobs)
+
+    async def burst(self) -> None:
+        http = await self.pool.get()
+        sessions = await http.call("GET", "/sessions")
+        first = next(s["session"] for s in sessions if s["state"] == "submitted")
+        head = next(x for x in self.crowd if x.session == first)
+        others = [(x, x.after + 1) for x in self.crowd if x is not head]
+        begin = time.perf_counter()
+        await http.call(
+            "PUT", f"/sessions/{first}/request", {"nodes": {"alpha": 256}, "duration": 600}
+        )
+        self.pool.put_nowait(http)
+        await until(lambda: all(x.after >= seq for x, seq in others), 15, "views not all told")
+        told = [x.told[seq] for x, seq in others]
+        self.spread = max(told) - min(told)
+        await until(lambda: "start" in head.kinds, 15, "free hosts asked for, no start in 15 s")
+        self.start = head.told[head.kinds["start"]] - begin
+
+    async def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        ends = await asyncio.gather(*self.tasks, return_exceptions=True)
+        self.errors += [f"a launcher failed: {e!r}" for e in ends if isinstance(e, Exception)]
+        pool = [self.pool.get_nowait() for _ in range(self.pool.qsize())]
+        await asyncio.gather(
+            *(http.client.aclose() for http in [x.http for x in self.crowd] + pool)
+        )
+
+    async def run(self, args: argparse.Namespace) -> str:
+        try:
+            for _ in range(300):  # until the daemon answers
+                with contextlib.suppress(httpx.TransportError):
+                    await Http(self.port, "").call("GET", "/health")
+                    break
+                await asyncio.sleep(0.1)
+            self.tasks = [asyncio.create_task(launcher.run()) for launcher in self.crowd]
+            await self.settle()
+            await self.rounds(random.Random(args.seed), args.rounds, args.rate)
+            await self.settle()
+            await self.burst()
+        except (RuntimeError, OSError, ValueError, httpx.HTTPError) as error:
+            self.errors.append(str(error))
+        finally:
+            await self.close()
+        d, e2e = self.delivery, self.e2e
+        return (
+            f"daemon_longpoll launchers={args.launchers} p99_ms={ms(d, 0.99)} p50_ms={ms(d, 0.5)} "
+            f"max_ms={ms(d, 1)} e2e_p99_ms={ms(e2e, 0.99)} rounds={len(d)} "
+            f"errors={len(self.errors)} burst_ms={1000 * self.spread:.0f} "
+            f"start_ms={1000 * self.start:.0f}"
+        )
+
+
+def start_daemon(folder: Path, port: int, token: str) -> subprocess.Popen[bytes]:
+    (folder / "platform.toml").write_text(PLATFORM)
+    config = folder / "bridge.toml"
+    config.write_text(CONFIG.format(dir=folder, port=port, token=token))
+    config.chmod(0o600)
+    code = "import sys; from coorm_bridge.cli import main; sys.exit(main())"
+    with (folder / "daemon.log").open("wb") as log:  # cwd: not shadowed by the repo's folders
+        command = [sys.executable, "-c", code, "serve", "-c", str(config)]
+        return subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
+
+
+def stop_daemon(daemon: subprocess.Popen[bytes]) -> None:
+    daemon.send_signal(signal.SIGTERM)  # these do nothing once it exited
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        daemon.wait(20)
+    daemon.kill()
+    daemon.wait()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--launchers", type=int, default=1000, help="long polls held open")
+    parser.add_argument("--rounds", type=int, default=500, help="timed event deliveries")
+    parser.add_argument("--rate", type=float, default=25.0, help="withdrawals per second")
+    parser.add_argument("--seed", type=int, default=1)
+    args = parser.parse_args()
+    _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):  # 1,000 connections exceed the usual 1,024
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port, token = probe.getsockname()[1], secrets.token_urlsafe(24)
+    begin = time.monotonic()
+    folder = Path(tempfile.mkdtemp(prefix="cb-", dir="/tmp"))  # AF_UNIX paths are short
+    daemon = start_daemon(folder, port, token)
+    try:
+        bench = Bench(port, token, args.launchers)
+        line, errors = asyncio.run(bench.run(args)), bench.errors
+        if daemon.poll() is not None:
+            errors.append(f"the daemon exited ({daemon.returncode})")
+    finally:
+        stopping = time.monotonic()
+        stop_daemon(daemon)
+        stop = time.monotonic() - stopping
+        shutil.rmtree(folder, ignore_errors=True)
+    sys.stderr.writelines(f"error: {e} (x{errors.count(e)})\n" for e in sorted(set(errors)))
+    print(f"{line} stop_s={stop:.1f} seconds={time.monotonic() - begin:.1f}", flush=True)
+    sys.exit(1 if errors else 0)
+
+
+if __name__ == "__main__":
+    main()
