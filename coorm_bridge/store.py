@@ -20,7 +20,6 @@ Why these choices:
 
 from __future__ import annotations
 
-import functools
 import json
 import sqlite3
 import threading
@@ -30,8 +29,6 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Final, Literal, Self
 
-from pydantic import TypeAdapter
-
 from coorm_bridge.model import AppState, Event, Filter, Request
 from coorm_bridge.policy import Application
 from coorm_bridge.records import (
@@ -39,6 +36,14 @@ from coorm_bridge.records import (
     PlaceholderStatus,
     SessionRow,
     new_session_id,
+)
+from coorm_bridge.schema import (
+    EVENTS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    placeholder_row,
+    session_row,
+    to_sql,
 )
 
 __all__ = [
@@ -52,30 +57,9 @@ __all__ = [
     "new_session_id",
 ]
 
-#: Bump on any schema change, with a migration from the previous version.
-SCHEMA_VERSION: Final = 1
 #: Sessions that no policy pass sees any more; kept for audit until purged.
 FINAL_STATES: Final = (AppState.FINISHED, AppState.CANCELLED)
 _BUSY_TIMEOUT_MS: Final = 10_000
-_EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
-
-_SCHEMA: Final = (
-    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
-    """CREATE TABLE sessions (
-        id TEXT PRIMARY KEY, ord INTEGER UNIQUE NOT NULL, owner TEXT NOT NULL, name TEXT,
-        filter TEXT NOT NULL, clusters TEXT NOT NULL, state TEXT NOT NULL, request TEXT,
-        estimated_start INTEGER, started_at INTEGER, done_at INTEGER, alloc_end INTEGER,
-        created INTEGER NOT NULL, updated INTEGER NOT NULL)""",
-    """CREATE TABLE events (
-        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        seq INTEGER NOT NULL, time INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
-        PRIMARY KEY (session_id, seq))""",
-    """CREATE TABLE placeholders (
-        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
-        cluster TEXT NOT NULL, name TEXT UNIQUE NOT NULL, start INTEGER NOT NULL,
-        end INTEGER NOT NULL, hosts INTEGER NOT NULL, host_names TEXT NOT NULL,
-        status TEXT NOT NULL, PRIMARY KEY (session_id, cluster))""",
-)
 
 
 class StoreError(Exception):
@@ -138,7 +122,7 @@ class Store:
             return  # opening an existing store takes no write lock: the daemon may hold it
         with self.transaction():  # check again: another process may have created it meanwhile
             if self._schema_version() is None:
-                for statement in _SCHEMA:
+                for statement in SCHEMA:
                     conn.execute(statement)
                 conn.executemany(
                     "INSERT INTO meta VALUES (?, ?)",
@@ -262,13 +246,13 @@ class Store:
                 "INSERT INTO sessions VALUES (:id, :order, :owner, :name, :filter, :clusters, "
                 ":state, :request, :estimated_start, :started_at, :done_at, :alloc_end, "
                 ":created, :updated)",
-                _to_sql(row),
+                to_sql(row),
             )
         return row
 
     def session(self, session_id: str) -> SessionRow | None:
         rows = self._read("SELECT * FROM sessions WHERE id = ?", (session_id,))
-        return _session_row(rows[0]) if rows else None
+        return session_row(rows[0]) if rows else None
 
     def owner(self, session_id: str) -> str | None:
         """Who owns a session (None: no such session), read without waiting for the writer."""
@@ -285,7 +269,7 @@ class Store:
             "(?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) ORDER BY ord",
             (owner, wanted),
         )
-        return [_session_row(row) for row in rows]
+        return [session_row(row) for row in rows]
 
     def counts(self) -> dict[AppState, int]:
         """How many sessions are in each state (for metrics, without reading the rows)."""
@@ -324,7 +308,7 @@ class Store:
                 "UPDATE sessions SET state = :state, request = :request, estimated_start = "
                 ":estimated_start, started_at = :started_at, done_at = :done_at, "
                 "alloc_end = :alloc_end, updated = :updated WHERE id = :id",
-                _to_sql(row),
+                to_sql(row),
             )
         return row
 
@@ -363,10 +347,10 @@ class Store:
             ).fetchone()
             if last is not None and last["type"] == "ended":
                 raise ValueError(f"session {session_id} has ended: no event follows 'ended'")
-            full = _EVENTS.validate_python({**event, "seq": 1 if last is None else last[0] + 1})
+            full = EVENTS.validate_python({**event, "seq": 1 if last is None else last[0] + 1})
             self._conn.execute(
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
-                (session_id, full.seq, full.time, full.type, _EVENTS.dump_json(full).decode()),
+                (session_id, full.seq, full.time, full.type, EVENTS.dump_json(full).decode()),
             )
         return full
 
@@ -383,7 +367,7 @@ class Store:
             "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
         ):
             raise KeyError(session_id)
-        return [_EVENTS.validate_json(row[0]) for row in rows]
+        return [EVENTS.validate_json(row[0]) for row in rows]
 
     def last_seq(self, session_id: str) -> int:
         """The session's last event number, 0 before the first; KeyError if unknown."""
@@ -416,14 +400,14 @@ class Store:
                 # Safe: the only other unique key, the name, was checked just above.
                 "INSERT OR REPLACE INTO placeholders VALUES (:session_id, :cluster, :name, "
                 ":start, :end, :hosts, :host_names, :status)",
-                _to_sql(row),
+                to_sql(row),
             )
 
     def placeholder(self, session_id: str, cluster: str) -> PlaceholderRow | None:
         rows = self._read(
             "SELECT * FROM placeholders WHERE session_id = ? AND cluster = ?", (session_id, cluster)
         )
-        return _placeholder_row(rows[0]) if rows else None
+        return placeholder_row(rows[0]) if rows else None
 
     def placeholders(self, session_id: str | None = None) -> list[PlaceholderRow]:
         """All placeholders (or one session's), in subscription order then cluster name."""
@@ -434,7 +418,7 @@ class Store:
         )
         if not rows and session_id is not None:
             self._require_session(session_id)
-        return [_placeholder_row(row) for row in rows]
+        return [placeholder_row(row) for row in rows]
 
     def delete_placeholder(self, session_id: str, cluster: str) -> None:
         """Forget a released placeholder; KeyError if there is none."""
@@ -445,42 +429,3 @@ class Store:
             )
             if cursor.rowcount == 0:
                 raise KeyError((session_id, cluster))
-
-
-_JSON_COLUMNS: Final = frozenset({"filter", "clusters", "request", "host_names"})
-
-
-def _to_sql(row: SessionRow | PlaceholderRow) -> dict[str, object]:
-    """The row's columns as named parameters: nested values as JSON text, enums as strings."""
-    data = row.model_dump(mode="json")
-    return {
-        k: json.dumps(v) if k in _JSON_COLUMNS and v is not None else v for k, v in data.items()
-    }
-
-
-def _from_sql(row: sqlite3.Row) -> dict[str, Any]:
-    data = dict(row)
-    for key in _JSON_COLUMNS.intersection(data):
-        if data[key] is not None:
-            data[key] = json.loads(data[key])
-    return data
-
-
-def _session_row(row: sqlite3.Row) -> SessionRow:
-    return _parsed_session(tuple(row.keys()), tuple(row))
-
-
-@functools.lru_cache(maxsize=1 << 14)
-def _parsed_session(columns: tuple[str, ...], values: tuple[Any, ...]) -> SessionRow:
-    """Parsing and validating a row costs far more than reading it, and every policy pass reads
-    every active session: the same column values give the same (immutable) row object."""
-    data = dict(zip(columns, values, strict=True))
-    for key in _JSON_COLUMNS.intersection(data):
-        if data[key] is not None:
-            data[key] = json.loads(data[key])
-    data["order"] = data.pop("ord")
-    return SessionRow.model_validate(data)
-
-
-def _placeholder_row(row: sqlite3.Row) -> PlaceholderRow:
-    return PlaceholderRow.model_validate(_from_sql(row))

@@ -1,0 +1,76 @@
+"""The store's SQL side: the schema, and rows to and from their columns (JSON for nested values).
+
+Apart from :mod:`coorm_bridge.store` so that the store's module is about transactions and
+queries; nothing else should need these.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sqlite3
+from typing import Any, Final
+
+from pydantic import TypeAdapter
+
+from coorm_bridge.model import Event
+from coorm_bridge.records import PlaceholderRow, SessionRow
+
+#: Bump on any schema change, with a migration from the previous version.
+SCHEMA_VERSION: Final = 1
+EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
+
+SCHEMA: Final = (
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
+    """CREATE TABLE sessions (
+        id TEXT PRIMARY KEY, ord INTEGER UNIQUE NOT NULL, owner TEXT NOT NULL, name TEXT,
+        filter TEXT NOT NULL, clusters TEXT NOT NULL, state TEXT NOT NULL, request TEXT,
+        estimated_start INTEGER, started_at INTEGER, done_at INTEGER, alloc_end INTEGER,
+        created INTEGER NOT NULL, updated INTEGER NOT NULL)""",
+    """CREATE TABLE events (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        seq INTEGER NOT NULL, time INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq))""",
+    """CREATE TABLE placeholders (
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        cluster TEXT NOT NULL, name TEXT UNIQUE NOT NULL, start INTEGER NOT NULL,
+        end INTEGER NOT NULL, hosts INTEGER NOT NULL, host_names TEXT NOT NULL,
+        status TEXT NOT NULL, PRIMARY KEY (session_id, cluster))""",
+)
+
+
+JSON_COLUMNS: Final = frozenset({"filter", "clusters", "request", "host_names"})
+
+
+def to_sql(row: SessionRow | PlaceholderRow) -> dict[str, object]:
+    """The row's columns as named parameters: nested values as JSON text, enums as strings."""
+    data = row.model_dump(mode="json")
+    return {k: json.dumps(v) if k in JSON_COLUMNS and v is not None else v for k, v in data.items()}
+
+
+def from_sql(row: sqlite3.Row) -> dict[str, Any]:
+    data = dict(row)
+    for key in JSON_COLUMNS.intersection(data):
+        if data[key] is not None:
+            data[key] = json.loads(data[key])
+    return data
+
+
+def session_row(row: sqlite3.Row) -> SessionRow:
+    return _parsed_session(tuple(row.keys()), tuple(row))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _parsed_session(columns: tuple[str, ...], values: tuple[Any, ...]) -> SessionRow:
+    """Parsing and validating a row costs far more than reading it, and every policy pass reads
+    every active session: the same column values give the same (immutable) row object."""
+    data = dict(zip(columns, values, strict=True))
+    for key in JSON_COLUMNS.intersection(data):
+        if data[key] is not None:
+            data[key] = json.loads(data[key])
+    data["order"] = data.pop("ord")
+    return SessionRow.model_validate(data)
+
+
+def placeholder_row(row: sqlite3.Row) -> PlaceholderRow:
+    return PlaceholderRow.model_validate(from_sql(row))
