@@ -308,3 +308,26 @@ def test_fair_start_protects_a_slow_selector_from_a_later_fast_one(tmp_path, fai
     else:
         assert start2 == T0 + 100 + fair_start
         assert start1 >= start2 + 800  # waits for App2: its end moves by ~800 s
+
+
+def test_placeholders_follow_a_start_that_moves_and_keep_their_name(tmp_path):
+    site = Site(tmp_path, horizon=600)
+    first, second = site.subscribe(), site.subscribe()
+    site.step(T0 + 1)
+    site.request(first, {"c1": 8}, 500)
+    site.request(second, {"c1": 2, "c2": 1}, 60)
+    site.step(T0 + 2)
+    before = {p.cluster: p for p in site.store.placeholders(second)}
+    assert {p.start for p in before.values()} == {T0 + 502}
+    site.step(T0 + 100)
+    site.bridge.done("alice", first)  # 400 s early: the second moves to the ghost's end
+    site.step(T0 + 100)
+    after = {p.cluster: p for p in site.store.placeholders(second)}
+    assert {c: (p.name, p.start, p.end) for c, p in after.items()} == {
+        c: (p.name, T0 + 130, T0 + 190) for c, p in before.items()
+    }
+    held = site.ours("c1")[before["c1"].name]
+    assert (held.start, held.end) == (T0 + 130, T0 + 190)
+    site.step(T0 + 130)
+    (start,) = site.events(second, "start")
+    assert start.time == T0 + 130
