@@ -1,0 +1,1 @@
+"""The Slurm adapter: squeue/sinfo/scontrol/sbatch behind the adapter interface."""
