@@ -16,6 +16,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 
+from coorm_bridge.adapters.slurm.settings import SlurmSettings
 from coorm_bridge.model import Frozen, Name, describe
 from coorm_bridge.policy import PolicyConfig
 
@@ -103,7 +104,7 @@ class MockSettings(Frozen):
     """Simulated seconds per real second."""
 
 
-AdapterSettings = Annotated[MockSettings, Field(discriminator="kind")]
+AdapterSettings = Annotated[MockSettings | SlurmSettings, Field(discriminator="kind")]
 
 
 class Config(Frozen):
@@ -158,15 +159,30 @@ def _resolved(config: Config, base: Path) -> Config:
     """Relative paths in the file mean relative to the file, not to the daemon's cwd."""
 
     def absolute(path: Path | None) -> Path | None:
-        return None if path is None or path.is_absolute() else base / path
+        return path if path is None or path.is_absolute() else base / path
 
     bridge = config.bridge.model_copy(
         update={
-            "socket": absolute(config.bridge.socket) or config.bridge.socket,
-            "state_dir": absolute(config.bridge.state_dir) or config.bridge.state_dir,
+            "socket": absolute(config.bridge.socket),
+            "state_dir": absolute(config.bridge.state_dir),
         }
     )
-    adapter = config.adapter.model_copy(
-        update={"platform": absolute(config.adapter.platform) or config.adapter.platform}
-    )
+    adapter: MockSettings | SlurmSettings
+    if isinstance(config.adapter, MockSettings):
+        adapter = config.adapter.model_copy(update={"platform": absolute(config.adapter.platform)})
+    else:
+        slurm = config.adapter
+        clusters = tuple(
+            c.model_copy(update={"slurm_conf": absolute(c.slurm_conf)}) for c in slurm.clusters
+        )
+        ssh = slurm.ssh and slurm.ssh.model_copy(
+            update={
+                "key_file": absolute(slurm.ssh.key_file),
+                "known_hosts": absolute(slurm.ssh.known_hosts),
+            }
+        )
+        rest = slurm.rest and slurm.rest.model_copy(
+            update={"token_file": absolute(slurm.rest.token_file)}
+        )
+        adapter = slurm.model_copy(update={"clusters": clusters, "ssh": ssh, "rest": rest})
     return config.model_copy(update={"bridge": bridge, "adapter": adapter})

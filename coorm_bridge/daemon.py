@@ -11,6 +11,7 @@ from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import WallClock
 from coorm_bridge.adapters.mock.platform import load_platform
+from coorm_bridge.adapters.slurm.factory import make_slurm_adapter
 from coorm_bridge.api import create_app
 from coorm_bridge.bridge import Bridge
 from coorm_bridge.config import Config, MockSettings
@@ -26,7 +27,7 @@ def make_adapter(config: Config) -> Adapter:
     if isinstance(settings, MockSettings):
         spec = load_platform(settings.platform)
         return MockAdapter(spec, WallClock(speedup=settings.speedup, origin=spec.start))
-    raise NotImplementedError(f"adapter kind {settings.kind}")  # pragma: no cover
+    return make_slurm_adapter(settings)
 
 
 def open_store(config: Config) -> Store:

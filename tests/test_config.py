@@ -91,3 +91,25 @@ def test_missing_file_is_a_clear_error(tmp_path):
 def test_parse_without_a_file_keeps_paths_as_written():
     config = parse_config('[adapter]\nkind = "mock"\nplatform = "p.toml"\n')
     assert config.adapter.platform == Path("p.toml")
+
+
+def test_the_slurm_example_loads():
+    config = load_config(ROOT / "etc" / "coorm-bridge-slurm.toml")
+    adapter = config.adapter
+    assert adapter.kind == "slurm"
+    assert [c.name for c in adapter.clusters] == ["alpha", "beta", "gpu"]
+    assert adapter.clusters[1].cluster == "beta"
+    assert adapter.clusters[2].partition == "gpu"
+    assert adapter.links[0].clusters == ("alpha", "beta")
+
+
+def test_slurm_settings_errors_name_the_key(tmp_path):
+    text = '[adapter]\nkind = "slurm"\nbackend = "rest"\n[[adapter.cluster]]\nname = "a"\n'
+    with pytest.raises(ConfigError, match=r"site.toml: adapter.slurm: .*\[adapter.rest\]"):
+        parse_config(text, source="site.toml")
+    bad = '[adapter]\nkind = "slurm"\n[[adapter.cluster]]\nname = "a b"\n'
+    with pytest.raises(ConfigError, match=r"site.toml: adapter.slurm.cluster.0.name"):
+        parse_config(bad, source="site.toml")
+    relative = '[adapter]\nkind = "slurm"\n[[adapter.cluster]]\nname = "a"\nslurm_conf = "a.conf"\n'
+    config = parse_config(relative, source="site.toml", base_dir=tmp_path)
+    assert config.adapter.clusters[0].slurm_conf == tmp_path / "a.conf"

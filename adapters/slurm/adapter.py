@@ -1,0 +1,201 @@
+"""SlurmAdapter: the adapter interface over Slurm, whatever the back-end.
+
+The generic part (psij-python's executor base): validation of everything that reaches Slurm,
+verification of what Slurm actually made (22.05 silently creates a reservation smaller than asked
+when the partition is short: it is deleted and refused), start estimates for the pending jobs
+backfill left without one, and the mapping of Slurm's failures to Unavailable (no answer: views
+go stale), Refused (a conflict the placement loop works around) and AdapterError (configuration).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
+from coorm_bridge.adapters.base import (
+    Adapter,
+    AdapterError,
+    ClusterSnapshot,
+    JobSpec,
+    JobState,
+    PlatformSnapshot,
+    Refused,
+    ReservationHandle,
+    ReservationSpec,
+    Unavailable,
+)
+from coorm_bridge.adapters.slurm.backend import Backend, Binding, SlurmFailure
+from coorm_bridge.adapters.slurm.estimate import estimate_starts
+from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.model import ClusterInfo, Interconnect
+
+REFUSALS = frozenset({"busy", "overlap", "in_use", "invalid_time"})
+
+
+class SlurmAdapter(Adapter):
+    """One or more Slurm clusters (controllers, ``-M`` clusters or partitions) as coorm clusters."""
+
+    def __init__(self, settings: SlurmSettings, backend: Backend) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.bindings = {c.name: _binding(c) for c in settings.clusters}
+        self._infos: list[ClusterInfo] | None = None
+        self._lock = threading.Lock()
+
+    # -- catalogue ----------------------------------------------------------------------------
+
+    def clusters(self) -> list[ClusterInfo]:
+        """From Slurm's node list (asked once): hosts, and the smallest host's cores and RAM."""
+        with self._lock:
+            if self._infos is None:
+                infos = []
+                for cluster in self.settings.clusters:
+                    with self._failures(cluster.name, reading=True):
+                        hardware = self.backend.hardware(self.bindings[cluster.name])
+                    infos.append(
+                        ClusterInfo(
+                            name=cluster.name,
+                            hosts=hardware.hosts,
+                            cores_per_host=max(1, hardware.cores_per_host),
+                            ram_per_host_mib=hardware.ram_per_host_mib,
+                            scratch_per_host_mib=cluster.scratch_per_host_mib,
+                            speed=cluster.speed,
+                        )
+                    )
+                self._infos = infos
+            return list(self._infos)
+
+    def interconnect(self) -> Interconnect:
+        return Interconnect(links=self.settings.links)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def snapshot(self, clusters: list[str] | None = None) -> PlatformSnapshot:
+        names = list(self.bindings) if clusters is None else clusters
+        now = self.now()
+        shots = {}
+        for name in names:
+            binding = self._binding(name)
+            with self._failures(name, reading=True):
+                nodes, jobs, reservations = self.backend.read(binding, now)
+            shot = ClusterSnapshot(
+                cluster=name,
+                time=now,
+                nodes=tuple(nodes),
+                jobs=tuple(jobs),
+                reservations=tuple(reservations),
+            )
+            shots[name] = estimate_starts(shot)
+        return PlatformSnapshot(time=now, clusters=shots)
+
+    # -- reservations -------------------------------------------------------------------------
+
+    def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        binding = self._binding(cluster)
+        with self._failures(cluster):
+            self.backend.create_reservation(binding, spec)
+        return self._verified(binding, spec, created=True)
+
+    def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        binding = self._binding(cluster)
+        with self._failures(cluster):
+            self.backend.update_reservation(binding, spec)
+        return self._verified(binding, spec, created=False)
+
+    def delete_reservation(self, cluster: str, name: str) -> None:
+        binding = self._binding(cluster)
+        try:
+            with self._failures(cluster):
+                self.backend.delete_reservation(binding, name)
+        except _Gone:
+            return  # already gone: deleting is idempotent
+
+    def _verified(
+        self, binding: Binding, spec: ReservationSpec, *, created: bool
+    ) -> ReservationHandle:
+        """Read back what Slurm made; a smaller or shifted reservation is not what was asked."""
+        with self._failures(binding.name, reading=True):
+            made = self.backend.reservation(binding, spec.name)
+        if made is None:
+            raise AdapterError(
+                f"{binding.name}: reservation {spec.name} vanished", cluster=binding.name
+            )
+        problem = None
+        if made.hosts != spec.size or len(made.host_names) != spec.size:
+            problem = f"{made.hosts} hosts instead of {spec.size}"
+        elif made.start != spec.start or made.end != spec.end:
+            problem = f"[{made.start}, {made.end}) instead of [{spec.start}, {spec.end})"
+        if problem is not None:
+            if created:
+                self.delete_reservation(binding.name, spec.name)
+            raise Refused(
+                f"{binding.name}: Slurm made reservation {spec.name} with {problem}",
+                cluster=binding.name,
+            )
+        return ReservationHandle(
+            cluster=binding.name,
+            name=made.name,
+            start=made.start,
+            end=made.end,
+            host_names=made.host_names,
+        )
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    def submit(self, cluster: str, job: JobSpec) -> str:
+        binding = self._binding(cluster)
+        with self._failures(cluster):
+            return self.backend.submit(binding, job)
+
+    def cancel(self, cluster: str, job_id: str) -> None:
+        binding = self._binding(cluster)
+        with self._failures(cluster):
+            self.backend.cancel(binding, job_id)
+
+    def job_state(self, cluster: str, job_id: str) -> JobState:
+        binding = self._binding(cluster)
+        with self._failures(cluster, reading=True):
+            return self.backend.job_state(binding, job_id)
+
+    def close(self) -> None:
+        self.backend.close()
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def _binding(self, cluster: str) -> Binding:
+        try:
+            return self.bindings[cluster]
+        except KeyError:
+            known = ", ".join(self.bindings)
+            raise AdapterError(f"unknown cluster {cluster!r} (configured: {known})") from None
+
+    @contextmanager
+    def _failures(self, cluster: str, *, reading: bool = False) -> Iterator[None]:
+        """Slurm's failures as the adapter interface's errors. A read that fails means the
+        controller cannot be used now, whatever it said: the bridge keeps its last snapshot."""
+        try:
+            yield
+        except SlurmFailure as failure:
+            message = f"{cluster}: {failure}"
+            if failure.kind == "no_such_reservation" and not reading:
+                raise _Gone(message) from failure
+            if failure.kind == "unreachable" or reading:
+                raise Unavailable(message, cluster=cluster) from failure
+            if failure.kind in REFUSALS:
+                raise Refused(message, cluster=cluster) from failure
+            raise AdapterError(message, cluster=cluster) from failure
+        except ValueError as invalid:  # a name the command builders refuse
+            raise AdapterError(f"{cluster}: {invalid}", cluster=cluster) from invalid
+
+
+class _Gone(AdapterError):
+    """The reservation to delete does not exist (any more)."""
+
+
+def _binding(cluster: SlurmCluster) -> Binding:
+    env = {} if cluster.slurm_conf is None else {"SLURM_CONF": str(cluster.slurm_conf)}
+    return Binding(cluster.name, cluster=cluster.cluster, partition=cluster.partition, env=env)
+
+
+BackendFactory = Callable[[SlurmSettings], Backend]

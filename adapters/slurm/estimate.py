@@ -1,0 +1,44 @@
+"""Start times for pending jobs Slurm's backfill scheduler left without one.
+
+On a real queue many pending jobs have no predicted start (481 of 1,000, 536 of 5,000 in the
+measurements of FINDINGS.md: backfill stops at its window and its time budget). Ignoring them
+would show their hosts as free forever; the adapter plans them itself instead, in queue order,
+each at the earliest time its host count fits for its walltime after everything Slurm already
+placed (running jobs, predicted ones, reservations, unavailable nodes): conservative
+backfilling in queue order, a guess of what Slurm will do once it gets to them.
+"""
+
+from __future__ import annotations
+
+from coorm_bridge.adapters.base import ClusterSnapshot, Job, JobState
+from coorm_bridge.occupancy import foreign_load
+from coorm_bridge.profile import Profile
+
+#: No reservation name starts with NUL: for Slurm's own plan every reservation occupies hosts.
+_EVERY_RESERVATION = "\x00"
+
+
+def estimate_starts(snapshot: ClusterSnapshot) -> ClusterSnapshot:
+    """The snapshot with a start for every pending job that fits the cluster at all.
+
+    Jobs pending inside a reservation keep no start: the reservation already holds their hosts.
+    """
+    missing = [
+        i
+        for i, job in enumerate(snapshot.jobs)
+        if job.state is JobState.PENDING and job.start is None and job.reservation is None
+    ]
+    if not missing:
+        return snapshot
+    now = snapshot.time
+    busy = Profile.from_intervals(len(snapshot.nodes), foreign_load(snapshot, _EVERY_RESERVATION))
+    free = busy.clamped(0) if busy.min_value() < 0 else busy
+    jobs: list[Job] = list(snapshot.jobs)
+    for i in missing:
+        job = jobs[i]
+        start = free.earliest_fit(job.hosts, job.walltime, now)
+        if start is None:
+            continue  # larger than the cluster's available nodes: it will not start
+        free = free.add(-job.hosts, start, start + job.walltime)
+        jobs[i] = job.model_copy(update={"start": start})
+    return snapshot.model_copy(update={"jobs": tuple(jobs)})

@@ -1,0 +1,37 @@
+"""From ``[adapter]`` settings to a ready SlurmAdapter with the back-end they name."""
+
+from __future__ import annotations
+
+from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
+from coorm_bridge.adapters.slurm.backend import Backend
+from coorm_bridge.adapters.slurm.cli import CliBackend
+from coorm_bridge.adapters.slurm.runner import LocalRunner, Runner, SshRunner, SshTarget
+from coorm_bridge.adapters.slurm.settings import SlurmSettings
+
+
+def make_runner(settings: SlurmSettings) -> Runner:
+    ssh = settings.ssh
+    if ssh is None:
+        return LocalRunner()
+    return SshRunner(
+        SshTarget(
+            host=ssh.host,
+            port=ssh.port,
+            user=ssh.user,
+            key_file=ssh.key_file,
+            known_hosts=ssh.known_hosts,
+            connect_timeout=ssh.connect_timeout,
+        )
+    )
+
+
+def make_backend(settings: SlurmSettings) -> Backend:
+    cli = CliBackend(make_runner(settings), timeout=settings.timeout)
+    if settings.backend == "cli":
+        return cli
+    raise AdapterError(f"the {settings.backend} back-end is not available yet; use 'cli'")
+
+
+def make_slurm_adapter(settings: SlurmSettings) -> SlurmAdapter:
+    return SlurmAdapter(settings, make_backend(settings))
