@@ -1,0 +1,75 @@
+"""Start estimates for the pending jobs Slurm's backfill left without one."""
+
+from __future__ import annotations
+
+from coorm_bridge.adapters.base import ClusterSnapshot, Job, JobState, Node, NodeState, Reservation
+from coorm_bridge.adapters.slurm.estimate import estimate_starts
+from coorm_bridge.occupancy import free_profile
+
+NOW = 1_000_000
+
+
+def job(id, state, hosts, walltime, start=None, reservation=None):
+    return Job(
+        id=id,
+        state=state,
+        hosts=hosts,
+        walltime=walltime,
+        start=start,
+        reservation=reservation,
+        host_names=tuple(f"n{i}" for i in range(hosts)) if state is JobState.RUNNING else (),
+    )
+
+
+def snapshot(jobs, down=0, reservations=()):
+    nodes = tuple(
+        Node(name=f"n{i}", state=NodeState.DOWN if i >= 8 - down else NodeState.UP)
+        for i in range(8)
+    )
+    return ClusterSnapshot(
+        cluster="c", time=NOW, nodes=nodes, jobs=tuple(jobs), reservations=tuple(reservations)
+    )
+
+
+def starts(shot):
+    return {j.id: j.start for j in shot.jobs}
+
+
+def test_unestimated_jobs_are_planned_in_queue_order_after_the_known_ones():
+    shot = snapshot(
+        [
+            job("run", JobState.RUNNING, 6, 100, start=NOW - 10),
+            job("known", JobState.PENDING, 4, 50, start=NOW + 90),
+            job("small", JobState.PENDING, 2, 30),
+            job("wide", JobState.PENDING, 8, 10),
+            job("later", JobState.PENDING, 2, 500),
+            job("huge", JobState.PENDING, 9, 10),
+            job("inside", JobState.PENDING, 1, 10, reservation="r"),
+        ],
+        reservations=[Reservation(name="r", start=NOW + 1000, end=NOW + 1100, hosts=1)],
+    )
+    got = starts(estimate_starts(shot))
+    assert got["run"] == NOW - 10
+    assert got["known"] == NOW + 90  # Slurm's own prediction is kept
+    assert got["small"] == NOW  # 2 hosts free now for 30 s
+    assert got["wide"] == NOW + 140  # all 8 once "known" ends
+    assert got["later"] == NOW + 150  # after "wide", nothing earlier fits 500 s on 2 hosts
+    assert got["huge"] is None  # larger than the cluster
+    assert got["inside"] is None  # its reservation holds its hosts
+
+
+def test_down_nodes_shrink_what_can_be_planned_and_free_hosts_count_the_estimates():
+    shot = snapshot([job("wait", JobState.PENDING, 7, 100)], down=2)
+    estimated = estimate_starts(shot)
+    assert starts(estimated)["wait"] is None  # 6 nodes up: it cannot run
+    shot = snapshot([job("wait", JobState.PENDING, 5, 100)], down=2)
+    estimated = estimate_starts(shot)
+    assert starts(estimated)["wait"] == NOW
+    free = free_profile(estimated, "coorm-")
+    assert free.value_at(NOW) == 1  # 8 - 2 down - 5 planned
+    assert free.value_at(NOW + 100) == 6
+
+
+def test_nothing_to_estimate_returns_the_same_snapshot():
+    shot = snapshot([job("run", JobState.RUNNING, 2, 100, start=NOW)])
+    assert estimate_starts(shot) is shot
