@@ -113,3 +113,12 @@ def test_slurm_settings_errors_name_the_key(tmp_path):
     relative = '[adapter]\nkind = "slurm"\n[[adapter.cluster]]\nname = "a"\nslurm_conf = "a.conf"\n'
     config = parse_config(relative, source="site.toml", base_dir=tmp_path)
     assert config.adapter.clusters[0].slurm_conf == tmp_path / "a.conf"
+
+
+def test_rest_cannot_address_clusters_with_dash_m():
+    text = (
+        '[adapter]\nkind = "slurm"\nbackend = "rest"\n[adapter.rest]\nurl = "unix:///r.sock"\n'
+        '[[adapter.cluster]]\nname = "a"\ncluster = "a"\n'
+    )
+    with pytest.raises(ConfigError, match="need backend = 'cli'"):
+        parse_config(text, source="site.toml")

@@ -75,4 +75,9 @@ class SlurmSettings(Frozen):
             raise ValueError(f"cluster names repeat: {', '.join(twice)}")
         if self.backend == "rest" and self.rest is None:
             raise ValueError("backend = 'rest' needs an [adapter.rest] table")
+        if self.backend == "rest" and any(c.cluster for c in self.clusters):
+            raise ValueError(
+                "backend = 'rest' talks to one slurmrestd: clusters addressed with 'cluster' "
+                "(-M) need backend = 'cli'"
+            )
         return self
