@@ -6,6 +6,7 @@ from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.backend import Backend
 from coorm_bridge.adapters.slurm.cli import CliBackend
+from coorm_bridge.adapters.slurm.pyslurm_backend import PyslurmBackend
 from coorm_bridge.adapters.slurm.rest import RestBackend
 from coorm_bridge.adapters.slurm.runner import LocalRunner, Runner, SshRunner, SshTarget
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
@@ -31,9 +32,12 @@ def make_backend(settings: SlurmSettings) -> Backend:
     cli = CliBackend(make_runner(settings), timeout=settings.timeout)
     if settings.backend == "cli":
         return cli
-    if settings.backend == "rest" and settings.rest is not None:
+    if settings.backend == "rest":
+        if settings.rest is None:  # the settings refuse this; a bare constructor may not
+            raise AdapterError("backend = 'rest' needs an [adapter.rest] table")
         return RestBackend(settings.rest, cli=cli, timeout=settings.timeout)
-    raise AdapterError(f"the {settings.backend} back-end is not available yet; use 'cli'")
+    # Only where an installed pyslurm matches the running Slurm; it says why not otherwise.
+    return PyslurmBackend(settings, cli)
 
 
 def make_slurm_adapter(settings: SlurmSettings) -> SlurmAdapter:

@@ -135,7 +135,11 @@ class SshRunner(Runner):
             out = stdout.read().decode("utf-8", "replace")
             err = stderr.read().decode("utf-8", "replace")
             status = stdout.channel.recv_exit_status()
-        except (TimeoutError, paramiko.SSHException, OSError) as error:
+            transport = client.get_transport()
+            # -1 is also "killed by a signal"; only a dead connection means no answer at all.
+            if status == -1 and (transport is None or not transport.is_active()):
+                raise EOFError("the connection closed before the command's exit status")
+        except (TimeoutError, EOFError, paramiko.SSHException, OSError) as error:
             self.close()  # a broken connection is reopened by the next command
             raise Unavailable(f"ssh {self.target.host}: {argv[0]}: {error}") from error
         return Completed(status, out, err)

@@ -193,7 +193,7 @@ wait_gone() {  # seconds pid...
 
 # ---------------------------------------------------------------- install
 PACKAGES=(slurm-wlm slurmctld slurmd slurm-client slurmrestd slurm-wlm-jwt-plugin munge
-          mariadb-server slurmdbd curl)
+          mariadb-server slurmdbd curl openssh-server)
 cmd_install() {
   local p missing=()
   for p in "${PACKAGES[@]}"; do
