@@ -262,7 +262,23 @@ def _slurm(mode: str, knobs: dict[str, str], binaries: tuple[str, ...]) -> Itera
 
 
 @pytest.fixture(scope="session")
-def slurm_partitions() -> Iterator[SlurmInstance]:
+def munge_daemon() -> Iterator[None]:
+    """munged for all the session's Slurms: reused if one answers, else started once here and
+    stopped by PID after them (an instance's own `down` must leave it to the other one)."""
+    _check_prerequisites(COMMON_BINARIES)
+    base = Path(tempfile.mkdtemp(prefix="csm-", dir="/tmp"))
+    proc = _script("munge", {"BASE": str(base)}, DOWN_TIMEOUT)
+    if proc.returncode != 0:
+        pytest.fail(f"slurm-local.sh munge failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
+    try:
+        yield
+    finally:
+        _script("down", {"BASE": str(base)}, DOWN_TIMEOUT)
+        shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def slurm_partitions(munge_daemon: None) -> Iterator[SlurmInstance]:
     """One slurmctld "coorm", partitions alpha, beta and gamma (8 nodes each), slurmrestd."""
     knobs = {"CLUSTERS": "alpha beta gamma", "NODES": "8", "DBD": "0", "REST": "1"}
     with _slurm("partitions", knobs, COMMON_BINARIES + REST_BINARIES) as instance:
@@ -270,7 +286,7 @@ def slurm_partitions() -> Iterator[SlurmInstance]:
 
 
 @pytest.fixture(scope="session")
-def slurm_clusters() -> Iterator[SlurmInstance]:
+def slurm_clusters(munge_daemon: None) -> Iterator[SlurmInstance]:
     """Two slurmctlds, alpha and beta (8 nodes each), one slurmdbd + mariadb, no REST."""
     knobs = {"CLUSTERS": "alpha beta", "NODES": "8", "DBD": "1", "REST": "0"}
     with _slurm("clusters", knobs, COMMON_BINARIES + DBD_BINARIES) as instance:

@@ -4,6 +4,7 @@
 # their BASE and PORT_BASE differ.
 #
 #   slurm-local.sh install   apt-get the Debian packages (root; does nothing if all are installed)
+#   slurm-local.sh munge     start munged alone under BASE (if none answers); `down` stops it
 #   slurm-local.sh up        start munged (reused if one answers), [mariadb + slurmdbd], one
 #                            slurmctld per Slurm cluster, one slurmd per node, [slurmrestd];
 #                            wait until every node is idle; write $BASE/env.sh
@@ -507,6 +508,8 @@ other_slurm_alive() {  # a Slurm daemon that is not ours still runs on this host
   for d in /proc/[0-9]*; do
     comm=$(cat "$d/comm" 2>/dev/null) || continue
     case $comm in slurmctld|slurmd|slurmdbd|slurmrestd|slurmstepd) ;; *) continue ;; esac
+    # A zombie (an exited daemon not reaped yet) uses nothing: its environ is unreadable.
+    [ "$(awk '{print $3}' "$d/stat" 2>/dev/null)" = Z ] && continue
     environ_is_ours "${d#/proc/}" || return 0
   done
   return 1
@@ -567,6 +570,14 @@ cmd_down() {
   log "down: stopped ${#pids[@]} processes under $BASE"
 }
 
+cmd_munge() {  # munged alone, for several instances in a row: `down` with this BASE stops it
+  [ -e "$BASE" ] && [ ! -e "$BASE/$MARKER" ] && [ -n "$(ls -A "$BASE" 2>/dev/null)" ] &&
+    die "BASE=$BASE exists, is not empty and was not made by this script" 4
+  mkdir -p "$BASE/run" "$BASE/log"
+  touch "$BASE/$MARKER"
+  start_munge
+}
+
 cmd_env() {
   [ -s "$BASE/env.sh" ] || { log "no $BASE/env.sh: run '$0 up' first"; echo "$BASE/env.sh"; exit 1; }
   echo "$BASE/env.sh"
@@ -580,5 +591,7 @@ case "${1:-}" in
   up) check_params; cmd_up ;;
   down) check_params; cmd_down ;;   # needs only BASE
   env) check_params; cmd_env ;;
-  *) echo "usage: $0 install|up|down|env   (parameters: see the head of this file)" >&2; exit 2 ;;
+  munge) check_params; cmd_munge ;;
+  *) echo "usage: $0 install|up|down|env|munge   (parameters: see the head of this file)" >&2
+     exit 2 ;;
 esac

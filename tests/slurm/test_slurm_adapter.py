@@ -193,6 +193,7 @@ def test_the_bridge_co_allocates_one_application_over_two_slurm_clusters(slurm_c
         for c, job in running.items():
             assert set(job.host_names) == set(start.allocations[c].hosts)
         starts = [job.start for job in running.values()]
+        print(f"co-allocated jobs started {max(starts) - min(starts)} s apart")
         assert max(starts) - min(starts) <= 2  # within one scheduling interval (bf_interval=2)
         bridge.done(USER, sid)
         wait(lambda: store.session(sid).state.value == "finished", timeout=60)
