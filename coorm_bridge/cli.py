@@ -9,11 +9,13 @@ import sys
 from collections.abc import Sequence
 
 from coorm_bridge import __version__
+from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.config import ConfigError, load_config
 from coorm_bridge.daemon import run
 from coorm_bridge.demo import run_demo
 from coorm_bridge.server import ServerError
 from coorm_bridge.status import show_status
+from coorm_bridge.store import StoreError
 
 CONFIG_ENV = "COORM_BRIDGE_CONFIG"
 
@@ -97,8 +99,13 @@ def _serve(path: str | None, level: str) -> int:
 
     try:
         run(config, on_ready=ready)
-    except (ServerError, ConfigError) as error:
+    except (ServerError, ConfigError, StoreError) as error:
         print(f"coorm-bridge: {error}", file=sys.stderr)
+        return 1
+    except AdapterError as error:
+        # The clusters are read once at start: without them there is nothing to serve. Under
+        # systemd, Restart=on-failure tries again.
+        print(f"coorm-bridge: cannot start: the batch system: {error}", file=sys.stderr)
         return 1
     return 0
 

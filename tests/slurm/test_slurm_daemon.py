@@ -83,3 +83,23 @@ def test_the_demo_co_allocates_on_slurm_through_the_daemon(slurm_partitions):
         log.close()
         slurm_partitions.reset()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_serve_says_why_when_slurm_cannot_be_read_at_start(tmp_path):
+    config = tmp_path / "coorm-bridge.toml"
+    config.write_text(
+        '[bridge]\nsocket = "b.sock"\nstate_dir = "state"\n[adapter]\nkind = "slurm"\n'
+        'timeout = 3\n[[adapter.cluster]]\nname = "a"\nslurm_conf = "/nonexistent/slurm.conf"\n'
+    )
+    script = Path(sys.executable).with_name("coorm-bridge")
+    result = subprocess.run(
+        [str(script), "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=tmp_path,
+    )
+    assert result.returncode == 1
+    assert "cannot start: the batch system" in result.stderr
+    assert "Traceback" not in result.stderr
