@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import getpass
 import os
+import signal
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 
@@ -225,3 +227,40 @@ def test_multi_cluster_addressing_with_dash_m_sees_each_cluster(slurm_clusters):
     finally:
         slurm_clusters.run("scancel", "-u", USER, cluster=b, check=False)
         adapter.close()
+
+
+def test_a_slurm_controller_that_stops_answering_degrades_the_bridge_until_it_is_back(
+    slurm_partitions, tmp_path
+):
+    pid_line = next(
+        line
+        for line in slurm_partitions.conf.read_text().splitlines()
+        if line.startswith("SlurmctldPidFile=")
+    )
+    ctld = int(Path(pid_line.split("=", 1)[1]).read_text())
+    settings = SlurmSettings(
+        timeout=2,
+        clusters=tuple(
+            SlurmCluster(name=p, partition=p, slurm_conf=slurm_partitions.conf)
+            for p in slurm_partitions.clusters
+        ),
+    )
+    config = Config(placement=PlacementSettings(poll_interval=0.5), adapter=settings)
+    store = Store(tmp_path / "bridge.sqlite")
+    bridge = Bridge(config, make_slurm_adapter(settings), store)
+    loop = Loop(bridge)
+    loop.start()
+    try:
+        assert bridge.health().status == "ok"
+        os.kill(ctld, signal.SIGSTOP)  # the controller hangs: commands time out
+        try:
+            health = wait(lambda: (h := bridge.health()).status == "degraded" and h, timeout=30)
+            assert all(c.status == "stale" for c in health.clusters.values())
+            assert "did not answer" in next(iter(health.clusters.values())).error
+        finally:
+            os.kill(ctld, signal.SIGCONT)
+        wait(lambda: bridge.health().status == "ok", timeout=60)
+    finally:
+        loop.stop()
+        bridge.close()
+        store.close()
