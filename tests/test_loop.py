@@ -1,0 +1,47 @@
+"""The APScheduler loop: per-cluster polling that backs off while a cluster is silent."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.adapters.mock.clock import WallClock
+from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.bridge import Bridge
+from coorm_bridge.config import Config, PlacementSettings
+from coorm_bridge.loop import Loop
+from coorm_bridge.store import Store
+
+PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 4\n[[cluster]]\nname = "c2"\nhosts = 4\n'
+
+
+def interval(loop, cluster):
+    return loop.scheduler.get_job(f"poll-{cluster}").trigger.interval
+
+
+def test_a_silent_cluster_is_polled_less_and_less_often_then_normally_again(tmp_path):
+    clock = WallClock()
+    adapter = MockAdapter(parse_platform(PLATFORM), clock)
+    now = clock.now()
+    adapter.outage("c2", now + 1, now + 4)
+    config = Config(placement=PlacementSettings(poll_interval=0.25))
+    store = Store(tmp_path / "bridge.sqlite")
+    loop = Loop(Bridge(config, adapter, store))
+    loop.start()
+    try:
+        seen = set()
+        deadline = time.monotonic() + 4
+        while time.monotonic() < deadline:
+            seen.add(interval(loop, "c2"))
+            assert interval(loop, "c1") == timedelta(seconds=0.25)
+            time.sleep(0.05)
+        assert max(seen) >= timedelta(seconds=1)  # doubled at least twice
+        deadline = time.monotonic() + 10
+        while interval(loop, "c2") != timedelta(seconds=0.25):
+            assert time.monotonic() < deadline, "polling did not come back to normal"
+            time.sleep(0.05)
+        assert loop.bridge.health().status == "ok"
+    finally:
+        loop.stop()
+        store.close()
