@@ -94,6 +94,10 @@ def hold(
             raise _rolled_back(
                 adapter, taken, f"{cluster} did not answer: {silent}", unavailable=(cluster,)
             ) from silent
+        except AdapterError as error:
+            # Say an owner the batch system does not know: nothing can be held for this one,
+            # but the others' passes must go on.
+            raise _rolled_back(adapter, taken, f"{cluster} failed: {error}") from error
         taken.handles[cluster] = handle
         problem = _mismatch(handle, spec)
         if problem:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from coorm_bridge.adapters.base import JobSpec, NodeState, ReservationSpec
+from coorm_bridge.adapters.base import AdapterError, JobSpec, NodeState, ReservationSpec
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import parse_platform
@@ -331,3 +331,25 @@ def test_placeholders_follow_a_start_that_moves_and_keep_their_name(tmp_path):
     site.step(T0 + 130)
     (start,) = site.events(second, "start")
     assert start.time == T0 + 130
+
+
+def test_a_session_the_batch_system_rejects_does_not_hold_up_the_others(tmp_path):
+    site = Site(tmp_path, attempts=2)
+    original = site.adapter.create_reservation
+
+    def picky(cluster, spec):
+        if spec.users == ("mallory",):
+            raise AdapterError("Invalid user id")
+        return original(cluster, spec)
+
+    site.adapter.create_reservation = picky
+    rejected, fine = site.subscribe(user="mallory"), site.subscribe()
+    site.step(T0 + 1)
+    site.request(rejected, {"c1": 2}, 100, user="mallory")
+    site.request(fine, {"c1": 2}, 100)
+    for t in range(T0 + 2, T0 + 6):
+        site.step(t)
+    assert site.state(fine) is AppState.STARTED
+    assert site.state(rejected) is AppState.WAITING
+    assert site.store.placeholders(rejected) == []
+    assert site.bridge.runner.placement_failures >= 2

@@ -3,6 +3,7 @@
 import pytest
 
 from coorm_bridge.adapters.base import (
+    AdapterError,
     JobSpec,
     JobState,
     Refused,
@@ -135,3 +136,16 @@ def test_handles_name_the_hosts_the_batch_system_chose():
         (resa,) = snap.clusters[cluster].reservations
         assert sorted(handle.host_names) == sorted(resa.host_names)
         assert len(set(handle.host_names)) == NODES[cluster]
+
+
+def test_any_adapter_error_rolls_back_and_is_a_co_allocation_failure():
+    class Broken(MockAdapter):
+        def create_reservation(self, cluster, spec):
+            if cluster == "c":
+                raise AdapterError("Invalid user id")
+            return super().create_reservation(cluster, spec)
+
+    p = platform(Broken)
+    with pytest.raises(CoAllocationFailed, match="c failed: Invalid user id"):
+        take(p)
+    assert reservations(p) == {"a": [], "b": [], "c": []}
