@@ -98,9 +98,19 @@ class SlurmAdapter(Adapter):
         return self._verified(binding, spec, created=True)
 
     def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        """Change a reservation in place; one that has begun can change its end, size and users
+        but not its start (Slurm refuses to be told even the same start again)."""
         binding = self._binding(cluster)
+        with self._failures(cluster, reading=True):
+            current = self.backend.reservation(binding, spec.name)
+        begun = current is not None and current.start <= self.now()
+        if begun and current is not None and spec.start != current.start:
+            raise Refused(
+                f"{cluster}: reservation {spec.name} has begun: its start cannot move",
+                cluster=cluster,
+            )
         with self._failures(cluster):
-            self.backend.update_reservation(binding, spec)
+            self.backend.update_reservation(binding, spec, begun=begun)
         return self._verified(binding, spec, created=False)
 
     def delete_reservation(self, cluster: str, name: str) -> None:

@@ -71,7 +71,10 @@ class Backend(ABC):
     def create_reservation(self, binding: Binding, spec: ReservationSpec) -> None: ...
 
     @abstractmethod
-    def update_reservation(self, binding: Binding, spec: ReservationSpec) -> None: ...
+    def update_reservation(
+        self, binding: Binding, spec: ReservationSpec, *, begun: bool = False
+    ) -> None:
+        """``begun``: the reservation has started (its start stays as it is)."""
 
     @abstractmethod
     def delete_reservation(self, binding: Binding, name: str) -> None: ...

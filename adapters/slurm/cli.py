@@ -86,8 +86,11 @@ class CliBackend(Backend):
     def create_reservation(self, binding: Binding, spec: ReservationSpec) -> None:
         self._run(binding, commands.create_reservation(self._target(binding), spec))
 
-    def update_reservation(self, binding: Binding, spec: ReservationSpec) -> None:
-        self._run(binding, commands.update_reservation(self._target(binding), spec))
+    def update_reservation(
+        self, binding: Binding, spec: ReservationSpec, *, begun: bool = False
+    ) -> None:
+        argv = commands.update_reservation(self._target(binding), spec, begun=begun)
+        self._run(binding, argv)
 
     def delete_reservation(self, binding: Binding, name: str) -> None:
         self._run(binding, commands.delete_reservation(self._target(binding), name))

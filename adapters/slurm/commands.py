@@ -158,10 +158,18 @@ def create_reservation(target: Target, spec: ReservationSpec) -> tuple[str, ...]
     )
 
 
-def update_reservation(target: Target, spec: ReservationSpec) -> tuple[str, ...]:
-    """``scontrol update reservationname=``: new times, size and users, in place."""
+def update_reservation(
+    target: Target, spec: ReservationSpec, *, begun: bool = False
+) -> tuple[str, ...]:
+    """``scontrol update reservationname=``: new times, size and users, in place.
+
+    A reservation that has begun keeps its start, and Slurm refuses even to be told it again
+    ("Reservation already started"): with ``begun`` the start is left out.
+    """
     name = check_name(spec.name, "reservation name")
     tokens = _reservation_tokens(spec)
+    if begun:
+        tokens = tokens[1:]
     return ("scontrol", *target.clusters(), "update", f"reservationname={name}", *tokens)
 
 

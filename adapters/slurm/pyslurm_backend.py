@@ -174,8 +174,8 @@ class PyslurmBackend(Backend):
     def create_reservation(self, binding: Binding, spec: Spec) -> None:
         self.cli.create_reservation(binding, spec)
 
-    def update_reservation(self, binding: Binding, spec: Spec) -> None:
-        self.cli.update_reservation(binding, spec)
+    def update_reservation(self, binding: Binding, spec: Spec, *, begun: bool = False) -> None:
+        self.cli.update_reservation(binding, spec, begun=begun)
 
     def delete_reservation(self, binding: Binding, name: str) -> None:
         self.cli.delete_reservation(binding, name)

@@ -164,8 +164,10 @@ class RestBackend(Backend):
     def create_reservation(self, binding: Binding, spec: ReservationSpec) -> None:
         self._commands(binding).create_reservation(binding, spec)
 
-    def update_reservation(self, binding: Binding, spec: ReservationSpec) -> None:
-        self._commands(binding).update_reservation(binding, spec)
+    def update_reservation(
+        self, binding: Binding, spec: ReservationSpec, *, begun: bool = False
+    ) -> None:
+        self._commands(binding).update_reservation(binding, spec, begun=begun)
 
     def delete_reservation(self, binding: Binding, name: str) -> None:
         self._commands(binding).delete_reservation(binding, name)

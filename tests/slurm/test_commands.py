@@ -286,3 +286,13 @@ def test_wrapped_argv_and_environment_arrive_intact(args: list[str], value: str)
 def test_a_first_word_with_equals_is_a_command_not_an_assignment() -> None:
     job = JobSpec(name="j", user="u", argv=("X=1", "true"), hosts=1, walltime=60)
     assert run_wrapped(job).returncode == 127  # "X=1: not found", not "X=1 true"
+
+
+def test_a_begun_reservation_is_updated_without_its_start():
+    spec = ReservationSpec(name="coorm-x", start=100, end=700, hosts=2, users=("alice",))
+    argv = commands.update_reservation(commands.Target(), spec, begun=True)
+    assert not any(word.startswith("starttime=") for word in argv)
+    assert "endtime=1970-01-01T00:11:40" in argv
+    assert any(
+        w.startswith("starttime=") for w in commands.update_reservation(commands.Target(), spec)
+    )

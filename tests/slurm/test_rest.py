@@ -74,7 +74,7 @@ class FakeCli(Backend):
     def create_reservation(self, binding, spec):
         self.calls.append(("create", binding.name, spec.name))
 
-    def update_reservation(self, binding, spec):
+    def update_reservation(self, binding, spec, *, begun=False):
         self.calls.append(("update", binding.name, spec.name))
 
     def delete_reservation(self, binding, name):

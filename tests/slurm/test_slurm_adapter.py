@@ -112,8 +112,13 @@ def test_placeholders_are_created_resized_shrunk_and_deleted(adapter, slurm_part
     assert (handle.start, handle.end, len(handle.host_names)) == (now + 600, now + 1800, 2)
     bigger = adapter.update_reservation(name, spec.model_copy(update={"hosts": 3}))
     assert len(bigger.host_names) == 3
-    ghost = adapter.update_reservation(name, spec.model_copy(update={"hosts": 3, "end": now + 900}))
+    # Shrunk to a ghost the way placement does it: same hosts, named, earlier end.
+    ghost = adapter.update_reservation(
+        name,
+        spec.model_copy(update={"hosts": 3, "host_names": bigger.host_names, "end": now + 900}),
+    )
     assert ghost.end == now + 900
+    assert ghost.host_names == bigger.host_names
     (seen,) = adapter.snapshot([name]).clusters[name].reservations
     assert (seen.name, seen.hosts, seen.users) == ("coorm-t1-x", 3, (USER,))
     adapter.delete_reservation(name, "coorm-t1-x")
@@ -264,3 +269,19 @@ def test_a_slurm_controller_that_stops_answering_degrades_the_bridge_until_it_is
         loop.stop()
         bridge.close()
         store.close()
+
+
+def test_a_started_placeholder_with_a_job_inside_shrinks_to_its_ghost(adapter, slurm_partitions):
+    name = slurm_partitions.clusters[1]
+    start = adapter.now() + 3
+    spec = ReservationSpec(name="coorm-t4-x", start=start, end=start + 600, hosts=2, users=(USER,))
+    handle = adapter.create_reservation(name, spec)
+    job = adapter.submit(name, sleeper(hosts=2, reservation="coorm-t4-x", walltime=300))
+    wait(lambda: adapter.job_state(name, job) is JobState.RUNNING, timeout=90)
+    until = adapter.now() + 30  # done now, fair_start 30
+    ghost = adapter.update_reservation(
+        name,
+        spec.model_copy(update={"host_names": handle.host_names, "end": until}),
+    )
+    assert (ghost.start, ghost.end) == (start, until)
+    assert ghost.host_names == handle.host_names
