@@ -9,6 +9,7 @@ is due, which is how "at most once per interval, when triggered" is kept.
 from __future__ import annotations
 
 import logging
+import threading
 from datetime import datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
@@ -30,6 +31,8 @@ class Loop:
     def __init__(self, bridge: Bridge, reconcile_every: float = RECONCILE_EVERY) -> None:
         self.bridge = bridge
         self.reconcile_every = reconcile_every
+        self._rescheduling = threading.Lock()
+        self._stopping = False
         clusters = bridge.runner.poller.clusters
         self.scheduler = BackgroundScheduler(
             executors={
@@ -59,6 +62,11 @@ class Loop:
         self.scheduler.start()
 
     def stop(self) -> None:
+        """Stop after the running jobs. ``shutdown(wait=True)`` holds the scheduler's job-store
+        lock while it waits for them, and a polling job reschedules itself through that lock:
+        jobs are told to stop touching the scheduler first, or the two would wait for each other."""
+        with self._rescheduling:
+            self._stopping = True
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
 
@@ -68,10 +76,13 @@ class Loop:
         except Exception:
             log.exception("polling %s failed", cluster)
             return
-        job = self.scheduler.get_job(f"poll-{cluster}")
-        if job is not None and job.trigger.interval != timedelta(seconds=delay):
-            start = datetime.now(job.next_run_time.tzinfo) + timedelta(seconds=delay)
-            job.reschedule(IntervalTrigger(seconds=delay, start_date=start))
+        with self._rescheduling:
+            if self._stopping:
+                return
+            job = self.scheduler.get_job(f"poll-{cluster}")
+            if job is not None and job.trigger.interval != timedelta(seconds=delay):
+                start = datetime.now(job.next_run_time.tzinfo) + timedelta(seconds=delay)
+                job.reschedule(IntervalTrigger(seconds=delay, start_date=start))
 
     def _tick(self) -> None:
         try:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 
@@ -45,3 +46,26 @@ def test_a_silent_cluster_is_polled_less_and_less_often_then_normally_again(tmp_
     finally:
         loop.stop()
         store.close()
+
+
+def test_stopping_while_polls_are_running_does_not_hang(tmp_path):
+    """A poll that finishes during shutdown used to wait for the scheduler's lock, which the
+    shutdown held while waiting for that very poll."""
+
+    class Slow(MockAdapter):
+        def snapshot(self, clusters=None):
+            time.sleep(0.3)
+            return super().snapshot(clusters)
+
+    adapter = Slow(parse_platform(PLATFORM), WallClock())
+    config = Config(placement=PlacementSettings(poll_interval=0.05))
+    store = Store(tmp_path / "bridge.sqlite")
+    for _ in range(3):
+        loop = Loop(Bridge(config, adapter, store))
+        loop.start()
+        time.sleep(0.5)  # polls are always in flight (0.3 s each, every 0.05 s)
+        stopper = threading.Thread(target=loop.stop)
+        stopper.start()
+        stopper.join(15)
+        assert not stopper.is_alive(), "Loop.stop() hung"
+    store.close()
