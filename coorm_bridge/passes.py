@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.adapters.base import Adapter, NodeState
 from coorm_bridge.coallocation import CoAllocationFailed
 from coorm_bridge.config import Config
 from coorm_bridge.model import CAP, AppState, Change, ChangeKind
@@ -95,7 +95,11 @@ class PassRunner:
                 elif row.state in PLACED:
                     rows[app_id] = self._placed(row, result, now)
             for app_id in result.expired:
-                self._expire(rows[app_id], now)
+                reason = f"the allocation ended at {rows[app_id].alloc_end} without done"
+                self._kill(rows[app_id], reason, now)
+            for app_id, reason in self._lost(rows, result).items():
+                self._kill(rows[app_id], reason, now)
+                self.trigger()  # its hosts are free for the others from the next pass
         for row, until in shrink:
             self.placement.shrink(row, until)
         for session_id in sorted(self._release):
@@ -189,11 +193,32 @@ class PassRunner:
             self._emit(row.id, event)
         log.info("session %s started on %s until %d", row.id, ", ".join(held), end)
 
-    def _expire(self, row: SessionRow, now: int) -> None:
-        """A started application's allocation ended without ``done``: its jobs are gone."""
-        reason = f"the allocation ended at {row.alloc_end} without done"
+    def _kill(self, row: SessionRow, reason: str, now: int) -> None:
+        """The allocation is taken back (its end passed without ``done``, a host went down):
+        the launcher is told why, then the session ends and its placeholders go."""
         self._emit(row.id, {"type": "killed", "time": now, "reason": reason})
         self.end(row, AppState.FINISHED, now)
+
+    def _lost(self, rows: dict[str, SessionRow], result: PassResult) -> dict[str, str]:
+        """Started applications one of whose hosts is down in the batch system's last snapshot:
+        the batch system killed what ran there, so a coupled code is gone (a drained host lets
+        its job finish and is not a loss)."""
+        lost: dict[str, str] = {}
+        for app_id, outcome in result.outcomes.items():
+            if rows[app_id].state is not AppState.STARTED or app_id in result.expired:
+                continue
+            if outcome.state is not AppState.STARTED:
+                continue
+            for placeholder in self.store.placeholders(app_id):
+                shot = self.poller.status(placeholder.cluster).snapshot
+                if shot is None:
+                    continue
+                down = {n.name for n in shot.nodes if n.state is NodeState.DOWN}
+                gone = sorted(down.intersection(placeholder.host_names))
+                if gone:
+                    lost[app_id] = f"host {gone[0]} of {placeholder.cluster} went down"
+                    break
+        return lost
 
     def _place(self, rows: dict[str, SessionRow], result: PassResult, now: int) -> None:
         """Start who starts now; hold placeholders for those starting within the horizon, and

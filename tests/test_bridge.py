@@ -353,3 +353,27 @@ def test_a_session_the_batch_system_rejects_does_not_hold_up_the_others(tmp_path
     assert site.state(rejected) is AppState.WAITING
     assert site.store.placeholders(rejected) == []
     assert site.bridge.runner.placement_failures >= 2
+
+
+def test_a_host_going_down_under_a_started_application_kills_it_and_frees_the_rest(site):
+    sid, other = site.subscribe(), site.subscribe()
+    site.step(T0 + 1)
+    site.request(sid, {"c1": 2, "c2": 2}, 1000)
+    site.step(T0 + 2)
+    (start,) = site.events(sid, "start")
+    lost = start.allocations["c2"].hosts[0]
+    site.request(other, {"c2": 3}, 100)  # waits for the first one's hosts
+    site.step(T0 + 3)
+    assert site.state(other) is AppState.WAITING
+    site.adapter.set_node_state("c2", lost, NodeState.DOWN)
+    site.step(T0 + 10)
+    killed = site.events(sid, "killed")
+    assert [k.reason for k in killed] == [f"host {lost} of c2 went down"]
+    assert site.state(sid) is AppState.FINISHED
+    assert site.events(sid)[-1].type == "ended"
+    assert site.store.placeholders(sid) == []
+    assert all(sid not in name for name in site.ours("c1") | site.ours("c2"))
+    # Its hosts are the others' again: three c2 hosts are up, just what the other one asked.
+    site.step(T0 + 11)
+    (other_start,) = site.events(other, "start")
+    assert lost not in other_start.allocations["c2"].hosts
