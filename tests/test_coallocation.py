@@ -33,8 +33,14 @@ def reservations(p: MockAdapter) -> dict[str, list[str]]:
 
 
 def take(p: MockAdapter, **kw: object) -> dict[str, ReservationHandle]:
-    args = {"prefix": "coorm-", "session_id": "s1", "owner": "alice", "nodes": NODES,
-            "start": T0 + 60, "end": T0 + 660} | kw
+    args = {
+        "prefix": "coorm-",
+        "session_id": "s1",
+        "owner": "alice",
+        "nodes": NODES,
+        "start": T0 + 60,
+        "end": T0 + 660,
+    } | kw
     return hold(p, **args)  # type: ignore[arg-type]
 
 
@@ -49,8 +55,17 @@ def test_every_cluster_holds_and_jobs_inside_start_at_the_same_moment():
         assert resa.users == ("alice",)
         assert (resa.start, resa.end) == (T0 + 60, T0 + 660)
     jobs = {
-        c: p.submit(c, JobSpec(name="app", user="alice", argv=("solver",), hosts=n,
-                               walltime=600, reservation=f"coorm-s1-{c}"))
+        c: p.submit(
+            c,
+            JobSpec(
+                name="app",
+                user="alice",
+                argv=("solver",),
+                hosts=n,
+                walltime=600,
+                reservation=f"coorm-s1-{c}",
+            ),
+        )
         for c, n in NODES.items()
     }
     p.run_until(T0 + 59)
@@ -61,8 +76,9 @@ def test_every_cluster_holds_and_jobs_inside_start_at_the_same_moment():
 
 def test_a_busy_cluster_refuses_and_nothing_is_left_anywhere():
     p = platform()
-    p.create_reservation("b", ReservationSpec(name="maint", start=T0, end=T0 + 3600,
-                                              hosts=8, users=("root",)))
+    p.create_reservation(
+        "b", ReservationSpec(name="maint", start=T0, end=T0 + 3600, hosts=8, users=("root",))
+    )
     with pytest.raises(CoAllocationFailed, match="b refused") as caught:
         take(p)
     assert reservations(p) == {"a": [], "b": ["maint"], "c": []}

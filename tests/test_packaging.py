@@ -22,7 +22,10 @@ def test_subpackages_are_installed_under_the_namespace():
 def test_version_command_prints_the_package_version():
     out = subprocess.run(
         [sys.executable, "-m", "coorm_bridge.cli", "--version"],
-        capture_output=True, text=True, check=True, cwd="/",
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd="/",
     )
     assert out.stdout.strip() == f"coorm-bridge {coorm_bridge.__version__}"
     assert coorm_bridge.__version__ != "0+unknown"
@@ -32,13 +35,16 @@ def test_version_command_prints_the_package_version():
 def test_wheel_installs_nothing_outside_the_namespace(tmp_path):
     subprocess.run(
         [sys.executable, "-m", "build", "--wheel", "--outdir", str(tmp_path), str(ROOT)],
-        check=True, capture_output=True,
+        check=True,
+        capture_output=True,
     )
     (wheel,) = tmp_path.glob("coorm_bridge-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     tops = {name.split("/")[0] for name in names}
-    assert tops == {"coorm_bridge", wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1]
-                    + ".dist-info"}
+    assert tops == {
+        "coorm_bridge",
+        wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info",
+    }
     assert "coorm_bridge/adapters/base.py" in names
     assert "coorm_bridge/launchers/selectors.py" in names
     assert "coorm_bridge/py.typed" in names

@@ -32,12 +32,19 @@ from typing import IO
 import pytest
 
 SCRIPT = Path(__file__).resolve().with_name("slurm-local.sh")
-SBIN_PATH = os.pathsep.join(
-    [os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"]
-)
+SBIN_PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
 COMMON_BINARIES = (
-    "slurmctld", "slurmd", "sinfo", "squeue", "sbatch", "scancel", "scontrol",
-    "munged", "munge", "unmunge", "curl",
+    "slurmctld",
+    "slurmd",
+    "sinfo",
+    "squeue",
+    "sbatch",
+    "scancel",
+    "scontrol",
+    "munged",
+    "munge",
+    "unmunge",
+    "curl",
 )
 REST_BINARIES = ("slurmrestd", "setpriv")
 DBD_BINARIES = ("slurmdbd", "sacctmgr", "mariadb", "mariadbd", "mariadb-install-db")
@@ -77,8 +84,13 @@ class SlurmInstance:
     ) -> subprocess.CompletedProcess[str]:
         """Run a Slurm command against this instance (text mode, output captured)."""
         proc = subprocess.run(
-            list(args), env=self.environ(cluster), capture_output=True, text=True,
-            timeout=timeout, check=False, cwd=self.base,
+            list(args),
+            env=self.environ(cluster),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=False,
+            cwd=self.base,
         )
         if check and proc.returncode != 0:
             pytest.fail(
@@ -110,21 +122,32 @@ class SlurmInstance:
             conf = str(self.base / "etc" / f"{controller}.conf")
             env = {**self.environ(), "SLURM_CONF": conf}
             jobs = subprocess.run(
-                ["squeue", "-h", "-o", "%A"], env=env, capture_output=True, text=True,
-                check=True, timeout=30,
+                ["squeue", "-h", "-o", "%A"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=True,
+                timeout=30,
             ).stdout.split()
             if jobs:
                 subprocess.run(["scancel", *jobs], env=env, check=False, timeout=30)
             shown = subprocess.run(
-                ["scontrol", "-o", "show", "reservation"], env=env, capture_output=True,
-                text=True, check=False, timeout=30,
+                ["scontrol", "-o", "show", "reservation"],
+                env=env,
+                capture_output=True,
+                text=True,
+                check=False,
+                timeout=30,
             ).stdout
             for line in shown.splitlines():
                 if line.startswith("ReservationName="):
                     name = line.split()[0].split("=", 1)[1]
                     subprocess.run(
-                        ["scontrol", "delete", f"reservationname={name}"], env=env,
-                        check=False, timeout=30, capture_output=True,
+                        ["scontrol", "delete", f"reservationname={name}"],
+                        env=env,
+                        check=False,
+                        timeout=30,
+                        capture_output=True,
                     )
         want = {n for names in self.nodes.values() for n in names}
         deadline = time.monotonic() + timeout
@@ -135,8 +158,11 @@ class SlurmInstance:
                 conf = str(self.base / "etc" / f"{controller}.conf")
                 out = subprocess.run(
                     ["sinfo", "-h", "-N", "-t", "idle", "-o", "%N"],
-                    env={**self.environ(), "SLURM_CONF": conf}, capture_output=True,
-                    text=True, check=False, timeout=30,
+                    env={**self.environ(), "SLURM_CONF": conf},
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                    timeout=30,
                 ).stdout
                 idle.update(out.split())
             if want <= idle:
@@ -178,8 +204,12 @@ def _script(
     for inherited in ("SLURM_CONF", "COORM_SLURM_BASE"):
         env.pop(inherited, None)
     return subprocess.run(
-        ["bash", str(SCRIPT), command], env=env, capture_output=True, text=True,
-        timeout=timeout, check=False,
+        ["bash", str(SCRIPT), command],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
     )
 
 
@@ -230,12 +260,22 @@ def _instance(mode: str, base: Path, port_base: int, lock: IO[str]) -> SlurmInst
         out = subprocess.run(
             ["scontrol", "show", "hostnames", env[f"COORM_SLURM_NODES_{c}"]],
             env={**os.environ, "PATH": SBIN_PATH, "SLURM_CONF": str(confs[c])},
-            capture_output=True, text=True, check=True, timeout=30,
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=30,
         )
         nodes[c] = out.stdout.split()
     return SlurmInstance(
-        mode=mode, base=base, port_base=port_base, env=env, clusters=clusters,
-        conf=Path(env["SLURM_CONF"]), confs=confs, nodes=nodes, controllers=controllers,
+        mode=mode,
+        base=base,
+        port_base=port_base,
+        env=env,
+        clusters=clusters,
+        conf=Path(env["SLURM_CONF"]),
+        confs=confs,
+        nodes=nodes,
+        controllers=controllers,
         _lock=lock,
     )
 
@@ -291,4 +331,3 @@ def slurm_clusters(munge_daemon: None) -> Iterator[SlurmInstance]:
     knobs = {"CLUSTERS": "alpha beta", "NODES": "8", "DBD": "1", "REST": "0"}
     with _slurm("clusters", knobs, COMMON_BINARIES + DBD_BINARIES) as instance:
         yield instance
-

@@ -97,8 +97,15 @@ def test_partitions_pending_job_gets_predicted_start(slurm_partitions):
 def test_partitions_reservation(slurm_partitions):
     s = slurm_partitions
     s.run(
-        "scontrol", "create", "reservation", "reservationname=smoke", "starttime=now+3600",
-        "duration=30", "nodecnt=2", "users=root", "partition=beta",
+        "scontrol",
+        "create",
+        "reservation",
+        "reservationname=smoke",
+        "starttime=now+3600",
+        "duration=30",
+        "nodecnt=2",
+        "users=root",
+        "partition=beta",
     )
     try:
         shown = s.run("scontrol", "-o", "show", "reservation", "smoke").stdout
