@@ -15,17 +15,23 @@ from coorm_bridge.profile import Profile
 
 
 def foreign_load(
-    snapshot: ClusterSnapshot, own_prefix: str
+    snapshot: ClusterSnapshot, own_prefix: str | None
 ) -> Iterator[tuple[int, int | None, int]]:
-    """``(start, end, hosts)`` of everything that keeps hosts from the bridge (None: forever)."""
+    """``(start, end, hosts)`` of everything that keeps hosts from the bridge (None: forever).
+
+    ``own_prefix=None`` counts the bridge's placeholders too: the batch system's own view."""
     now = snapshot.time
-    foreign = {r.name for r in snapshot.reservations if not r.name.startswith(own_prefix)}
-    ours = {r.name for r in snapshot.reservations if r.name.startswith(own_prefix)}
+
+    def ours(name: str) -> bool:
+        return own_prefix is not None and name.startswith(own_prefix)
+
+    foreign = {r.name for r in snapshot.reservations if not ours(r.name)}
+    own = {r.name for r in snapshot.reservations if ours(r.name)}
     down = {n.name for n in snapshot.nodes if n.state is not NodeState.UP}
     if down:
         yield now, None, len(down)
     for job in snapshot.jobs:
-        if job.reservation in foreign or job.reservation in ours:
+        if job.reservation in foreign or job.reservation in own:
             continue  # the reservation (or the application holding it) already counts these
         if job.state is JobState.RUNNING:
             assert job.start is not None

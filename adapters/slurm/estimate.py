@@ -14,9 +14,6 @@ from coorm_bridge.adapters.base import ClusterSnapshot, Job, JobState
 from coorm_bridge.occupancy import foreign_load
 from coorm_bridge.profile import Profile
 
-#: No reservation name starts with NUL: for Slurm's own plan every reservation occupies hosts.
-_EVERY_RESERVATION = "\x00"
-
 
 def estimate_starts(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     """The snapshot with a start for every pending job that fits the cluster at all.
@@ -31,7 +28,7 @@ def estimate_starts(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     if not missing:
         return snapshot
     now = snapshot.time
-    busy = Profile.from_intervals(len(snapshot.nodes), foreign_load(snapshot, _EVERY_RESERVATION))
+    busy = Profile.from_intervals(len(snapshot.nodes), foreign_load(snapshot, own_prefix=None))
     free = busy.clamped(0) if busy.min_value() < 0 else busy
     jobs: list[Job] = list(snapshot.jobs)
     for i in missing:

@@ -72,7 +72,7 @@ _SUFFIXES: Final = "*~#!%$@^-"
 _NULL: Final = frozenset({"", "(null)", "none", "None", "N/A"})
 
 
-def _int(value: Any) -> int | None:
+def number(value: Any) -> int | None:
     """A JSON number of either shape: None when unset, NO_VAL when infinite or unlimited."""
     if type(value) is int:
         return value
@@ -197,14 +197,14 @@ def _job(row: _JobRow, now: int) -> Job | None:
     state = job_state_of(row.get("job_state"))
     if state.finished:
         return None
-    number = _int(row.get("job_id"))
-    if number is None:
+    raw_id = number(row.get("job_id"))
+    if raw_id is None:
         raise ValueError(f"squeue --json: a job without job_id: {row}")
-    job_id = str(number)
+    job_id = str(raw_id)
     try:
-        minutes = _int(row.get("time_limit"))
-        count = _int(row.get("node_count"))
-        start = _int(row.get("start_time"))
+        minutes = number(row.get("time_limit"))
+        count = number(row.get("node_count"))
+        start = number(row.get("start_time"))
         start = start if start is not None and 0 < start < _NO_VAL else None
         if state is not _PENDING:
             start = (start or now) if state is _RUNNING else None
@@ -314,32 +314,57 @@ def _users(text: str) -> tuple[str, ...]:
     return tuple(u for u in text.split(",") if NAME_PATTERN.fullmatch(u))
 
 
+def reservation_of(  # noqa: PLR0917 - one argument per field Slurm describes
+    name: str,
+    node_list: Any,
+    node_count: Any,
+    start: int | None,
+    end: int | None,
+    users: str,
+    *,
+    in_partition: bool,
+    nodes: set[str],
+    source: str,
+) -> Reservation | None:
+    """One reservation as Slurm describes it (scontrol, slurmrestd or pyslurm), or None when it
+    holds no whole node or lies outside the partition asked for: not made in it
+    (``in_partition`` false) and holding none of its ``nodes``."""
+    name = _safe_name(name)
+    try:
+        host_names = _hosts(node_list, f"reservation {name}")
+        count = number(node_count or None) or len(host_names)
+        if count <= 0 or (not in_partition and not nodes.intersection(host_names)):
+            return None
+        if start is None or end is None:
+            raise ValueError("no start or end time")
+        return Reservation(name=name, start=start, end=end, hosts=count,
+                           host_names=host_names, users=_users(users))  # fmt: skip
+    except ValueError as error:
+        raise ValueError(f"{source}: reservation {name}: {_why(error)}") from error
+
+
 def parse_reservations(
     text: str, partition: str | None = None, nodes: Iterable[str] | None = None
 ) -> list[Reservation]:
-    """Reservations of ``scontrol -o show reservation`` ("No reservations in the system": []).
-
-    With a partition, keeps those made in it (PartitionName) or holding any of ``nodes`` (the
-    partition's node names). Reservations holding no whole node (NodeCnt=0, e.g. licenses only)
-    are left out.
-    """
+    """Reservations of ``scontrol -o show reservation`` ("No reservations in the system": []),
+    kept as :func:`reservation_of` keeps them."""
     wanted = set(nodes) if nodes is not None else set()
     reservations: list[Reservation] = []
     for record in _records(text):
         fields = _fields(record)
-        name = _safe_name(fields.get("ReservationName", ""))
-        try:
-            host_names = _hosts(fields.get("Nodes", ""), f"reservation {name}")
-            count = _int(fields.get("NodeCnt") or None) or len(host_names)
-            outside = partition is not None and fields.get("PartitionName") != partition
-            if count <= 0 or (outside and not wanted.intersection(host_names)):
-                continue
-            start, end = (parse_time(fields.get(key, "")) for key in ("StartTime", "EndTime"))
-            users = _users(fields.get("Users", ""))
-            reservations.append(Reservation(name=name, start=start, end=end, hosts=count,
-                                            host_names=host_names, users=users))  # fmt: skip
-        except ValueError as error:
-            raise ValueError(f"scontrol: reservation {name}: {_why(error)}") from error
+        found = reservation_of(
+            fields.get("ReservationName", ""),
+            fields.get("Nodes", ""),
+            fields.get("NodeCnt"),
+            parse_time(fields.get("StartTime", "")) if fields.get("StartTime") else None,
+            parse_time(fields.get("EndTime", "")) if fields.get("EndTime") else None,
+            fields.get("Users", ""),
+            in_partition=partition is None or fields.get("PartitionName") == partition,
+            nodes=wanted,
+            source="scontrol",
+        )
+        if found is not None:
+            reservations.append(found)
     return reservations
 
 

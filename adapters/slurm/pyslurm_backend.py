@@ -155,16 +155,19 @@ class PyslurmBackend(Backend):
     def _reservations(self, partition: str | None, nodes: set[str]) -> list[Reservation]:
         found = []
         for name, r in self._call(lambda: dict(self.pyslurm.reservation().get())).items():
-            hosts = parse._hosts(r.get("node_list"), f"pyslurm: reservation {name}")
-            count = _number(r.get("node_cnt")) or len(hosts)
-            outside = partition is not None and r.get("partition") != partition
-            if count <= 0 or (outside and not nodes.intersection(hosts)):
-                continue
-            fields = {"name": parse._safe_name(str(name)), "hosts": count, "host_names": hosts,
-                      "users": parse._users(",".join(r.get("users") or ())),
-                      "start": _number(r.get("start_time")),
-                      "end": _number(r.get("end_time"))}  # fmt: skip
-            found.append(Reservation.model_validate(fields))
+            reservation = parse.reservation_of(
+                str(name),
+                r.get("node_list"),
+                _number(r.get("node_cnt")),
+                _number(r.get("start_time")),
+                _number(r.get("end_time")),
+                ",".join(r.get("users") or ()),
+                in_partition=partition is None or r.get("partition") == partition,
+                nodes=nodes,
+                source="pyslurm",
+            )
+            if reservation is not None:
+                found.append(reservation)
         return found
 
     def reservation(self, binding: Binding, name: str) -> Reservation | None:

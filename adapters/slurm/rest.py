@@ -125,7 +125,7 @@ class RestBackend(Backend):
             raise SlurmFailure("other", f"no node in {partition or 'the cluster'}")
         keys = ("cpus", "real_memory")
         cores, ram = _checked(
-            d.nodes, lambda: [min(parse._int(n.get(k)) or 0 for n in seen) for k in keys]
+            d.nodes, lambda: [min(parse.number(n.get(k)) or 0 for n in seen) for k in keys]
         )
         return Hardware(hosts=len({n.get("name") for n in seen}), cores_per_host=cores,
                         ram_per_host_mib=ram)  # fmt: skip
@@ -151,7 +151,8 @@ class RestBackend(Backend):
             return self.cli.job_state(binding, job_id)
         # Not found: long finished, Slurm has forgotten it (as the commands' job_state).
         document = self._document(d.path(d.job, job_id=job_id), missing="no_such_job") or {}
-        rows = [j for j in document.get("jobs") or () if str(parse._int(j.get("job_id"))) == job_id]
+        jobs = document.get("jobs") or ()
+        rows = [j for j in jobs if str(parse.number(j.get("job_id"))) == job_id]
         return parse.job_state_of(rows[0].get("job_state")) if rows else JobState.UNKNOWN
 
     # -- writing: the commands (before v0.0.43, slurmrestd cannot write reservations) ---------
@@ -253,21 +254,19 @@ def parse_reservations(
     wanted = set(nodes) if nodes is not None else set()
     reservations: list[Reservation] = []
     for row in document.get("reservations") or ():
-        name = parse._safe_name(str(row.get("name") or ""))
-        try:
-            host_names = parse._hosts(row.get("node_list"), f"reservation {name}")
-            count = parse._int(row.get("node_count")) or len(host_names)
-            outside = partition is not None and row.get("partition") != partition
-            if count <= 0 or (outside and not wanted.intersection(host_names)):
-                continue
-            start, end = parse._int(row.get("start_time")), parse._int(row.get("end_time"))
-            if start is None or end is None:
-                raise ValueError("no start_time or end_time")
-            users = parse._users(str(row.get("users") or ""))
-            reservations.append(Reservation(name=name, start=start, end=end, hosts=count,
-                                            host_names=host_names, users=users))  # fmt: skip
-        except ValueError as error:
-            raise ValueError(f"reservation {name}: {parse._why(error)}") from error
+        found = parse.reservation_of(
+            str(row.get("name") or ""),
+            row.get("node_list"),
+            row.get("node_count"),
+            parse.number(row.get("start_time")),
+            parse.number(row.get("end_time")),
+            str(row.get("users") or ""),
+            in_partition=partition is None or row.get("partition") == partition,
+            nodes=wanted,
+            source="slurmrestd",
+        )
+        if found is not None:
+            reservations.append(found)
     return reservations
 
 
