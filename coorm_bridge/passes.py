@@ -23,7 +23,7 @@ from coorm_bridge.placement import Placement
 from coorm_bridge.policy import Application, PassResult, Policy
 from coorm_bridge.polling import Poller
 from coorm_bridge.profile import Profile
-from coorm_bridge.records import SessionRow
+from coorm_bridge.records import PlaceholderRow, SessionRow
 from coorm_bridge.store import FINAL_STATES, Store
 
 log = logging.getLogger(__name__)
@@ -97,7 +97,7 @@ class PassRunner:
             for app_id in result.expired:
                 reason = f"the allocation ended at {rows[app_id].alloc_end} without done"
                 self._kill(rows[app_id], reason, now)
-            for app_id, reason in self._lost(rows, result).items():
+            for app_id, reason in self._lost(rows, result, self._held()).items():
                 self._kill(rows[app_id], reason, now)
                 self.trigger()  # its hosts are free for the others from the next pass
         for row, until in shrink:
@@ -199,7 +199,19 @@ class PassRunner:
         self._emit(row.id, {"type": "killed", "time": now, "reason": reason})
         self.end(row, AppState.FINISHED, now)
 
-    def _lost(self, rows: dict[str, SessionRow], result: PassResult) -> dict[str, str]:
+    def _held(self) -> dict[str, list[PlaceholderRow]]:
+        """Every placeholder, by session: one query per pass rather than one per session."""
+        held: dict[str, list[PlaceholderRow]] = {}
+        for placeholder in self.store.placeholders():
+            held.setdefault(placeholder.session_id, []).append(placeholder)
+        return held
+
+    def _lost(
+        self,
+        rows: dict[str, SessionRow],
+        result: PassResult,
+        held: dict[str, list[PlaceholderRow]],
+    ) -> dict[str, str]:
         """Started applications one of whose hosts is down in the batch system's last snapshot:
         the batch system killed what ran there, so a coupled code is gone (a drained host lets
         its job finish and is not a loss)."""
@@ -209,7 +221,7 @@ class PassRunner:
                 continue
             if outcome.state is not AppState.STARTED:
                 continue
-            for placeholder in self.store.placeholders(app_id):
+            for placeholder in held.get(app_id, ()):
                 shot = self.poller.status(placeholder.cluster).snapshot
                 if shot is None:
                     continue
@@ -231,12 +243,13 @@ class PassRunner:
         horizon = self.config.placement.horizon
         later: list[tuple[SessionRow, int]] = []
         others: list[tuple[SessionRow, int]] = []
+        placeholders = self._held()
         for app_id, outcome in result.outcomes.items():
             row = rows[app_id]
             if row.state is not AppState.WAITING or app_id in result.to_start:
                 continue
             start = outcome.estimated_start
-            held = self.store.placeholders(app_id)
+            held = placeholders.get(app_id, [])
             if start is None or start > now + horizon:
                 if held:
                     self._release_now(app_id)
