@@ -196,8 +196,15 @@ def serve(
     """Serve ``app`` until SIGTERM or SIGINT, then stop gracefully, remove the socket and return.
     ``on_ready`` gets the addresses (``unix:///path``, ``http://host:port`` with the real port)
     once all listen. Raises ServerError if a listener cannot be set up or the app fails to start."""
-    server = BackgroundServer(app, unix_path=unix_path, tcp=tcp, socket_mode=socket_mode)
-    server.on_ready, server.log_level, server.access_log = on_ready, log_level, access_log
+    server = BackgroundServer(
+        app,
+        unix_path=unix_path,
+        tcp=tcp,
+        socket_mode=socket_mode,
+        on_ready=on_ready,
+        log_level=log_level,
+        access_log=access_log,
+    )
     server._bind().run_listening()  # in this thread, with signal handlers if it is the main one
 
 
