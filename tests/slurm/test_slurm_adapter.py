@@ -9,7 +9,6 @@ from __future__ import annotations
 import getpass
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -41,14 +40,8 @@ def adapter(slurm_partitions):
     )
     adapter = make_slurm_adapter(settings)
     yield adapter
-    env = {**os.environ, "SLURM_CONF": str(slurm_partitions.conf)}
-    subprocess.run(["scancel", "-u", USER], env=env, check=False)
-    for cluster in settings.clusters:
-        for reservation in adapter.snapshot([cluster.name]).clusters[cluster.name].reservations:
-            subprocess.run(
-                ["scontrol", "delete", f"reservationname={reservation.name}"], env=env, check=False
-            )
     adapter.close()
+    slurm_partitions.reset()  # every job and reservation of the test goes
 
 
 def sleeper(seconds=600, hosts=1, reservation=None, walltime=600):
