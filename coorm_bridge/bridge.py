@@ -21,14 +21,13 @@ from coorm_bridge.config import Config
 from coorm_bridge.errors import Conflict, Invalid, NotFound
 from coorm_bridge.model import CAP, AppState, Event, Filter, Request, View, describe
 from coorm_bridge.passes import PassRunner
+from coorm_bridge.policy import PLACED
 from coorm_bridge.protocol import Health, SessionInfo, Subscribed
 from coorm_bridge.records import SessionRow
-from coorm_bridge.store import FINAL_STATES, Store
+from coorm_bridge.store import ACTIVE_STATES as ACTIVE
+from coorm_bridge.store import Store
 
 log = logging.getLogger(__name__)
-
-PLACED = (AppState.SUBMITTED, AppState.REQUEST_SENT, AppState.WAITING)
-ACTIVE = tuple(state for state in AppState if state not in FINAL_STATES)
 
 
 class Bridge:

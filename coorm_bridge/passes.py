@@ -20,16 +20,14 @@ from coorm_bridge.coallocation import CoAllocationFailed
 from coorm_bridge.config import Config
 from coorm_bridge.model import CAP, AppState, Change, ChangeKind
 from coorm_bridge.placement import Placement
-from coorm_bridge.policy import Application, PassResult, Policy
+from coorm_bridge.policy import PLACED, Application, PassResult, Policy
 from coorm_bridge.polling import Poller
 from coorm_bridge.profile import Profile
 from coorm_bridge.records import PlaceholderRow, SessionRow
-from coorm_bridge.store import FINAL_STATES, Store
+from coorm_bridge.store import ACTIVE_STATES as ACTIVE
+from coorm_bridge.store import Store
 
 log = logging.getLogger(__name__)
-
-PLACED = (AppState.SUBMITTED, AppState.REQUEST_SENT, AppState.WAITING)
-ACTIVE = tuple(state for state in AppState if state not in FINAL_STATES)
 
 
 class PassRunner:

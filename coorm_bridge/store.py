@@ -47,6 +47,7 @@ from coorm_bridge.schema import (
 )
 
 __all__ = [
+    "ACTIVE_STATES",
     "FINAL_STATES",
     "PlaceholderRow",
     "PlaceholderStatus",
@@ -59,6 +60,8 @@ __all__ = [
 
 #: Sessions that no policy pass sees any more; kept for audit until purged.
 FINAL_STATES: Final = (AppState.FINISHED, AppState.CANCELLED)
+#: Sessions the policy still sees: waiting, running, or holding a ghost.
+ACTIVE_STATES: Final = tuple(state for state in AppState if state not in FINAL_STATES)
 _BUSY_TIMEOUT_MS: Final = 10_000
 
 
@@ -279,8 +282,7 @@ class Store:
 
     def active_applications(self) -> list[Application]:
         """The policy's application table: every session not finished or cancelled, in order."""
-        active = [state for state in AppState if state not in FINAL_STATES]
-        return [row.application() for row in self.sessions(states=active)]
+        return [row.application() for row in self.sessions(states=ACTIVE_STATES)]
 
     def update_session(
         self,
