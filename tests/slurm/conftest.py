@@ -236,7 +236,8 @@ def _up(mode: str, knobs: dict[str, str]) -> SlurmInstance:
         proc = _script("up", settings, UP_TIMEOUT)
         if proc.returncode == 0:
             return _instance(mode, base, port_base, lock)
-        _script("down", {"BASE": str(base)}, DOWN_TIMEOUT)
+        # Every Slurm of the session is down (its fixtures were torn down first).
+        _script("down", {"BASE": str(base), "MUNGE_STOP": "always"}, DOWN_TIMEOUT)
         shutil.rmtree(base, ignore_errors=True)
         lock.close()
         if proc.returncode == EXIT_PORTS_BUSY:
@@ -313,7 +314,8 @@ def munge_daemon() -> Iterator[None]:
     try:
         yield
     finally:
-        _script("down", {"BASE": str(base)}, DOWN_TIMEOUT)
+        # Every Slurm of the session is down (its fixtures were torn down first).
+        _script("down", {"BASE": str(base), "MUNGE_STOP": "always"}, DOWN_TIMEOUT)
         shutil.rmtree(base, ignore_errors=True)
 
 

@@ -30,6 +30,8 @@
 #   MARIADB=auto|own auto: reuse a mariadb that answers `mariadb -e 'select 1'` (own database
 #                    named after PORT_BASE), else start one under BASE; own: always start one
 #   KEEP_ON_FAIL=0|1 if `up` fails, 1 leaves the started daemons running (default: stopped)
+#   MUNGE_STOP=auto|always  down: always stops a munged this BASE started (default: not while
+#                    another Slurm daemon runs on the host)
 #
 # After `up`: . "$(slurm-local.sh env)" sets SLURM_CONF (default cluster), SLURM_CONF_<cluster>,
 # SLURMRESTD_SOCK_<cluster> and SLURMRESTD_URL_<cluster> (REST=1), COORM_SLURM_* (see write_env).
@@ -47,6 +49,9 @@ DBD=${DBD:-0}
 REST=${REST:-0}
 MARIADB=${MARIADB:-auto}
 KEEP_ON_FAIL=${KEEP_ON_FAIL:-0}
+# down: stop a munged this BASE started even if other Slurm daemons still run (the caller knows
+# they are its own, on their way out: the test session's munge fixture)
+MUNGE_STOP=${MUNGE_STOP:-auto}
 export PATH=$PATH:/usr/local/sbin:/usr/sbin:/sbin
 umask 022
 MARKER=.coorm-slurm-local
@@ -559,7 +564,7 @@ cmd_down() {
     done
   fi
   if [ -f "$BASE/run/munged.pid" ]; then
-    if other_slurm_alive; then
+    if [ "$MUNGE_STOP" != always ] && other_slurm_alive; then
       log "down: munged (ours) left running: another Slurm on this host may use it"
     else
       mapfile -t back < <(kill_pidfiles TERM "$BASE/run/munged.pid")
