@@ -1,7 +1,8 @@
 """The adapter interface: what the bridge needs from a batch system, and nothing more.
 
 Mock, Slurm and OAR adapters implement :class:`Adapter`. The bridge reads a
-:class:`PlatformSnapshot`, derives free-host profiles from it (:mod:`coorm_bridge.occupancy`) and
+:class:`PlatformSnapshot`, derives free-host profiles from it
+(:mod:`coorm_bridge.placement.occupancy`) and
 holds placeholder reservations through ``create/update/delete_reservation``. Failures are typed so
 that the bridge reacts the right way: :class:`Unavailable` is retried with back-off while views are
 marked stale, :class:`Refused` makes the placement loop recompute, a plain :class:`AdapterError`
@@ -17,7 +18,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.model import (
+from coorm_bridge.core.model import (
     ClusterInfo,
     Duration,
     Frozen,

@@ -196,7 +196,7 @@ def start_daemon(folder: Path, port: int, token: str) -> subprocess.Popen[bytes]
     config = folder / "bridge.toml"
     config.write_text(CONFIG.format(dir=folder, port=port, token=token))
     config.chmod(0o600)
-    code = "import sys; from coorm_bridge.cli import main; sys.exit(main())"
+    code = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
     with (folder / "daemon.log").open("wb") as log:  # cwd: not shadowed by the repo's folders
         command = [sys.executable, "-c", code, "serve", "-c", str(config)]
         return subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603

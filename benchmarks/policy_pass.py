@@ -18,9 +18,9 @@ import random
 import time
 from functools import partial
 
-from coorm_bridge.model import AppState, Request
-from coorm_bridge.policy import Application, Policy, PolicyConfig
-from coorm_bridge.profile import Profile
+from coorm_bridge.core.model import AppState, Request
+from coorm_bridge.core.policy import Application, Policy, PolicyConfig
+from coorm_bridge.core.profile import Profile
 
 NOW = 1_700_000_000
 

@@ -1,6 +1,6 @@
 """The Python client of the bridge's HTTP API v1 (DESIGN §5), for launchers and tests.
 
-Every answer is parsed with the models of :mod:`coorm_bridge.protocol`, the same ones the daemon
+Every answer is parsed with the models of :mod:`coorm_bridge.http.wire`, the same ones the daemon
 serialises with, so a launcher gets typed values and a mismatch shows up as a clear
 :class:`BridgeError` rather than a pydantic traceback deep inside the launcher.
 """
@@ -19,8 +19,7 @@ import requests.auth
 from pydantic import TypeAdapter, ValidationError
 from requests_unixsocket.adapters import UnixAdapter
 
-from coorm_bridge.config import runtime_dir
-from coorm_bridge.model import (
+from coorm_bridge.core.model import (
     CAP,
     ClusterInfo,
     EndedEvent,
@@ -30,7 +29,7 @@ from coorm_bridge.model import (
     Request,
     describe,
 )
-from coorm_bridge.protocol import (
+from coorm_bridge.http.wire import (
     API_PREFIX,
     MAX_WAIT,
     ErrorBody,
@@ -42,6 +41,7 @@ from coorm_bridge.protocol import (
     SubscribeBody,
     Subscribed,
 )
+from coorm_bridge.service.config import runtime_dir
 
 T = TypeVar("T")
 

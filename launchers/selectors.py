@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from importlib.metadata import entry_points
 from typing import Protocol
 
-from coorm_bridge.model import ClusterInfo, Request
-from coorm_bridge.profile import Profile
+from coorm_bridge.core.model import ClusterInfo, Request
+from coorm_bridge.core.profile import Profile
 
 GROUP = "coorm_bridge.selectors"
 

@@ -15,8 +15,8 @@ import requests
 import responses
 from responses import matchers
 
+from coorm_bridge.core.model import AppState, EndedEvent, Filter, Request, StartEvent
 from coorm_bridge.launchers.client import BridgeClient, BridgeError, BridgeUnreachable, base_url
-from coorm_bridge.model import AppState, EndedEvent, Filter, Request, StartEvent
 
 URL = "http://bridge.example:8642"
 TOKEN = "0123456789abcdef0123"

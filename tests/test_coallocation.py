@@ -14,7 +14,7 @@ from coorm_bridge.adapters.base import (
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import parse_platform
-from coorm_bridge.coallocation import CoAllocationFailed, hold, placeholder_name, release
+from coorm_bridge.placement.coallocation import CoAllocationFailed, hold, placeholder_name, release
 
 T0 = 5_000_000
 NODES = {"a": 4, "b": 2, "c": 3}

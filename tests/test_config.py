@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.config import (
+from coorm_bridge.service.config import (
     MIN_TOKEN_LENGTH,
     ConfigError,
     load_config,

@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 import requests
 
+from coorm_bridge.core.model import AppState, Filter, Request
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
-from coorm_bridge.model import AppState, Filter, Request
 
 pytestmark = pytest.mark.daemon
 
@@ -95,7 +95,7 @@ class Daemon:
         command = [
             sys.executable,
             "-c",
-            "import sys; from coorm_bridge.cli import main; sys.exit(main())",
+            "import sys; from coorm_bridge.cli.main import main; sys.exit(main())",
             "serve",
             "--config",
             str(self.config),
@@ -314,7 +314,7 @@ def test_status_prints_clusters_availability_and_sessions(daemon):
         sid = client.subscribe(name="climate").session
         client.request(sid, Request(nodes={"c1": 9}, duration=60))
     result = subprocess.run(
-        [sys.executable, "-c", "from coorm_bridge.cli import main; main()", "status"],
+        [sys.executable, "-c", "from coorm_bridge.cli.main import main; main()", "status"],
         env={**os.environ, "COORM_BRIDGE_URL": daemon.unix},
         capture_output=True,
         text=True,
@@ -342,7 +342,7 @@ def test_serve_without_configuration_runs_the_mock_platform_for_the_user(folder)
         [
             sys.executable,
             "-c",
-            "import sys; from coorm_bridge.cli import main; sys.exit(main())",
+            "import sys; from coorm_bridge.cli.main import main; sys.exit(main())",
             "serve",
         ],
         env=env,
@@ -372,7 +372,7 @@ def test_a_bad_configuration_is_refused_with_file_and_key(folder):
         [
             sys.executable,
             "-c",
-            "import sys; from coorm_bridge.cli import main; sys.exit(main())",
+            "import sys; from coorm_bridge.cli.main import main; sys.exit(main())",
             "serve",
             "--config",
             str(config),

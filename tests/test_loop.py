@@ -9,9 +9,9 @@ from datetime import timedelta
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import WallClock
 from coorm_bridge.adapters.mock.platform import parse_platform
-from coorm_bridge.bridge import Bridge
-from coorm_bridge.config import Config, PlacementSettings
-from coorm_bridge.loop import Loop
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.loop import Loop
 from coorm_bridge.store import Store
 
 PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 4\n[[cluster]]\nname = "c2"\nhosts = 4\n'

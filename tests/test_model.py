@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from coorm_bridge.model import (
+from coorm_bridge.core.model import (
     CAP,
     Allocation,
     AppState,
@@ -27,7 +27,7 @@ from coorm_bridge.model import (
     StartEvent,
     View,
 )
-from coorm_bridge.profile import Profile
+from coorm_bridge.core.profile import Profile
 
 SETTINGS = settings(max_examples=100, deadline=None)
 EVENTS = TypeAdapter(Event)

@@ -8,7 +8,7 @@ from coorm_bridge.adapters.base import (
     NodeState,
     Reservation,
 )
-from coorm_bridge.occupancy import free_profile
+from coorm_bridge.placement.occupancy import free_profile
 
 NOW = 1_000
 PREFIX = "coorm-"

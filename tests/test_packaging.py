@@ -21,7 +21,7 @@ def test_subpackages_are_installed_under_the_namespace():
 
 def test_version_command_prints_the_package_version():
     out = subprocess.run(
-        [sys.executable, "-m", "coorm_bridge.cli", "--version"],
+        [sys.executable, "-m", "coorm_bridge.cli.main", "--version"],
         capture_output=True,
         text=True,
         check=True,
@@ -50,5 +50,5 @@ def test_wheel_installs_nothing_outside_the_namespace(tmp_path):
     assert "coorm_bridge/py.typed" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
-    assert "coorm-bridge = coorm_bridge.cli:main" in text
+    assert "coorm-bridge = coorm_bridge.cli.main:main" in text
     assert "rigid = coorm_bridge.launchers.selectors:Rigid" in text

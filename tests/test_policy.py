@@ -16,9 +16,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.model import AppState, Request
-from coorm_bridge.policy import Application, PassResult, Policy, PolicyConfig
-from coorm_bridge.profile import Profile
+from coorm_bridge.core.model import AppState, Request
+from coorm_bridge.core.policy import Application, PassResult, Policy, PolicyConfig
+from coorm_bridge.core.profile import Profile
 
 SETTINGS = settings(max_examples=100, deadline=None)
 FEW = settings(max_examples=60, deadline=None)

@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.profile import (
+from coorm_bridge.core.profile import (
     FOREVER,
     OverAllocation,
     Profile,

@@ -2,9 +2,9 @@
 
 import pytest
 
+from coorm_bridge.core.model import ClusterInfo, Request
+from coorm_bridge.core.profile import Profile
 from coorm_bridge.launchers.selectors import Rigid, load_selector
-from coorm_bridge.model import ClusterInfo, Request
-from coorm_bridge.profile import Profile
 
 
 def test_rigid_is_registered_and_asks_the_same_whatever_the_view():

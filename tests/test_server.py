@@ -29,7 +29,7 @@ import pytest
 import requests_unixsocket
 from fastapi import FastAPI, Request
 
-from coorm_bridge.server import (
+from coorm_bridge.http.server import (
     BackgroundServer,
     PeerCredentials,
     ServerError,
@@ -233,7 +233,7 @@ SERVE_SCRIPT = textwrap.dedent("""
     import sys
     from pathlib import Path
     from fastapi import FastAPI
-    from coorm_bridge.server import serve
+    from coorm_bridge.http.server import serve
 
     app = FastAPI()
     serve(app, unix_path=Path(sys.argv[1]), on_ready=lambda a: print(*a, flush=True))

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from coorm_bridge.model import (
+from coorm_bridge.core.model import (
     NAME_PATTERN,
     AppState,
     ChangeEvent,
@@ -26,8 +26,8 @@ from coorm_bridge.model import (
     KilledEvent,
     Request,
 )
-from coorm_bridge.policy import Application, Policy
-from coorm_bridge.profile import Profile
+from coorm_bridge.core.policy import Application, Policy
+from coorm_bridge.core.profile import Profile
 from coorm_bridge.store import (
     SCHEMA_VERSION,
     PlaceholderRow,
@@ -473,7 +473,7 @@ def test_files_that_are_not_stores_are_refused(tmp_path):
 CHILD = textwrap.dedent(
     """
     import sys
-    from coorm_bridge.model import Filter
+    from coorm_bridge.core.model import Filter
     from coorm_bridge.store import Store
 
     store = Store(sys.argv[1], synchronous=sys.argv[2])

@@ -37,7 +37,7 @@ from coorm_bridge.adapters.mock.clock import Clock, VirtualClock, WallClock
 from coorm_bridge.adapters.mock.platform import PlatformSpec, SyntheticLoad, TraceLoad
 from coorm_bridge.adapters.mock.scheduler import LocalJobSpec, LocalScheduler
 from coorm_bridge.adapters.mock.swf import ReplayJob, read_swf, replay_jobs, synthetic_jobs
-from coorm_bridge.model import ClusterInfo, Interconnect
+from coorm_bridge.core.model import ClusterInfo, Interconnect
 
 #: JobSpec environment key giving a mock job's simulated run time in seconds (default: walltime).
 RUNTIME_KEY = "COORM_MOCK_RUNTIME"

@@ -16,7 +16,7 @@ from pydantic import Field, ValidationError, model_validator
 
 from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.mock.scheduler import SchedulingPolicy
-from coorm_bridge.model import ClusterInfo, Frozen, Link, Name, describe
+from coorm_bridge.core.model import ClusterInfo, Frozen, Link, Name, describe
 
 DEFAULT_PLATFORM = "default_platform.toml"
 

@@ -54,7 +54,7 @@ from coorm_bridge.adapters.mock.scheduler_types import (
     _Job,
     _Reservation,
 )
-from coorm_bridge.model import NAME_PATTERN
+from coorm_bridge.core.model import NAME_PATTERN
 
 __all__ = ["JobRecord", "LocalJobSpec", "LocalScheduler", "SchedulingPolicy"]
 

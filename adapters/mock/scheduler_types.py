@@ -16,7 +16,7 @@ from typing import Annotated
 from pydantic import Field
 
 from coorm_bridge.adapters.base import JobState, ReservationSpec
-from coorm_bridge.model import Duration, Frozen, Name
+from coorm_bridge.core.model import Duration, Frozen, Name
 
 
 class SchedulingPolicy(StrEnum):

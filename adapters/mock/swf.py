@@ -21,7 +21,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.model import Frozen, Name, Time
+from coorm_bridge.core.model import Frozen, Name, Time
 
 _GZIP_MAGIC = b"\x1f\x8b"
 #: ``; Key: value``; a key indented further is the continuation of the previous value instead.

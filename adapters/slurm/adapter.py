@@ -28,7 +28,7 @@ from coorm_bridge.adapters.base import (
 from coorm_bridge.adapters.slurm.backend import Backend, Binding, SlurmFailure
 from coorm_bridge.adapters.slurm.estimate import estimate_starts
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
-from coorm_bridge.model import ClusterInfo, Interconnect
+from coorm_bridge.core.model import ClusterInfo, Interconnect
 
 REFUSALS = frozenset({"busy", "overlap", "in_use", "invalid_time"})
 

@@ -2,9 +2,9 @@
 
 Every builder returns a tuple of arguments, never a shell string, and validates every name that
 reaches a command (reservations, users, partitions, clusters, hosts, jobs) with the data model's
-:data:`~coorm_bridge.model.NAME_PATTERN`, so that no argument can smuggle a space, ``=``, ``,`` or a
-shell metacharacter into scontrol's ``key=value`` tokens (or into a command line an SSH runner
-joins). Invalid input raises :class:`ValueError`.
+:data:`~coorm_bridge.core.model.NAME_PATTERN`, so that no argument can smuggle a space, ``=``,
+``,`` or a shell metacharacter into scontrol's ``key=value`` tokens (or into a command line an
+SSH runner joins). Invalid input raises :class:`ValueError`.
 
 Times: scontrol reads and prints times in the local time zone of the process that runs it. The
 runner must run every command with :data:`ENV` (``TZ=UTC``) added to its environment; times are
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from coorm_bridge.adapters.base import JobSpec, ReservationSpec
-from coorm_bridge.model import NAME_PATTERN
+from coorm_bridge.core.model import NAME_PATTERN
 
 #: The environment every command must run with (see the module's docstring).
 ENV: Final[dict[str, str]] = {"TZ": "UTC"}

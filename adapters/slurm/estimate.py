@@ -11,8 +11,8 @@ backfilling in queue order, a guess of what Slurm will do once it gets to them.
 from __future__ import annotations
 
 from coorm_bridge.adapters.base import ClusterSnapshot, Job, JobState
-from coorm_bridge.occupancy import foreign_load
-from coorm_bridge.profile import Profile
+from coorm_bridge.core.profile import Profile
+from coorm_bridge.placement.occupancy import foreign_load
 
 
 def estimate_starts(snapshot: ClusterSnapshot) -> ClusterSnapshot:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.backend import Backend
-from coorm_bridge.adapters.slurm.cli import CliBackend
+from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.pyslurm_backend import PyslurmBackend
-from coorm_bridge.adapters.slurm.rest import RestBackend
+from coorm_bridge.adapters.slurm.rest_backend import RestBackend
 from coorm_bridge.adapters.slurm.runner import LocalRunner, Runner, SshRunner, SshTarget
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 

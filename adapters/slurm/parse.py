@@ -34,7 +34,7 @@ from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
-from coorm_bridge.model import NAME_PATTERN, describe
+from coorm_bridge.core.model import NAME_PATTERN, describe
 
 #: The walltime of a job without limit (time_limit null, 0, INFINITE or unset): one year, the
 #: bound Slurm itself gives reservations of infinite duration.

@@ -25,7 +25,7 @@ from coorm_bridge.adapters.base import AdapterError, Job, JobSpec, JobState, Nod
 from coorm_bridge.adapters.base import ReservationSpec as Spec
 from coorm_bridge.adapters.slurm import parse
 from coorm_bridge.adapters.slurm.backend import Backend, Binding, Hardware, SlurmFailure
-from coorm_bridge.adapters.slurm.cli import CliBackend, _number
+from coorm_bridge.adapters.slurm.command_backend import CliBackend, _number
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 
 _VERSION = re.compile(r"(\d+)\.(\d+)")

@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.model import Frozen, Link, Name
+from coorm_bridge.core.model import Frozen, Link, Name
 
 
 class SlurmCluster(Frozen):

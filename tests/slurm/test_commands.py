@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.slurm import commands, parse
 from coorm_bridge.adapters.slurm.commands import Target
-from coorm_bridge.model import NAME_PATTERN
+from coorm_bridge.core.model import NAME_PATTERN
 
 START = int(datetime(2026, 11, 21, 9, 13, 7, tzinfo=UTC).timestamp())
 END = START + 1800

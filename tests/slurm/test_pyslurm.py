@@ -11,7 +11,7 @@ import importlib.util
 import pytest
 
 from coorm_bridge.adapters.base import AdapterError
-from coorm_bridge.adapters.slurm.cli import CliBackend
+from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.pyslurm_backend import (
     PyslurmBackend,
     compare_versions,

@@ -29,9 +29,9 @@ from coorm_bridge.adapters.base import (
 )
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.backend import Backend, Binding, SlurmFailure
-from coorm_bridge.adapters.slurm.cli import CliBackend
+from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.factory import make_backend
-from coorm_bridge.adapters.slurm.rest import DIALECTS, RestBackend, parse_reservations
+from coorm_bridge.adapters.slurm.rest_backend import DIALECTS, RestBackend, parse_reservations
 from coorm_bridge.adapters.slurm.settings import RestSettings, SlurmCluster, SlurmSettings
 
 DATA = Path(__file__).parent.parent / "data" / "slurm" / "rest"

@@ -17,12 +17,12 @@ import pytest
 from coorm_bridge.adapters.base import JobSpec, JobState, Refused, ReservationSpec
 from coorm_bridge.adapters.slurm.factory import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
-from coorm_bridge.bridge import Bridge
-from coorm_bridge.config import Config, PlacementSettings
-from coorm_bridge.loop import Loop
-from coorm_bridge.model import Filter
-from coorm_bridge.occupancy import free_profile
-from coorm_bridge.policy import PolicyConfig
+from coorm_bridge.core.model import Filter
+from coorm_bridge.core.policy import PolicyConfig
+from coorm_bridge.placement.occupancy import free_profile
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.loop import Loop
 from coorm_bridge.store import Store
 
 pytestmark = pytest.mark.slurm

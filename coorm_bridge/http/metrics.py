@@ -13,10 +13,10 @@ from typing import TYPE_CHECKING
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from coorm_bridge.records import PlaceholderStatus
+from coorm_bridge.store.rows import PlaceholderStatus
 
 if TYPE_CHECKING:
-    from coorm_bridge.bridge import Bridge
+    from coorm_bridge.service.bridge import Bridge
 
 
 class BridgeCollector(Collector):

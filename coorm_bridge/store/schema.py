@@ -13,8 +13,8 @@ from typing import Any, Final
 
 from pydantic import TypeAdapter
 
-from coorm_bridge.model import Event
-from coorm_bridge.records import PlaceholderRow, SessionRow
+from coorm_bridge.core.model import Event
+from coorm_bridge.store.rows import PlaceholderRow, SessionRow
 
 #: Bump on any schema change, with a migration from the previous version.
 SCHEMA_VERSION: Final = 1

@@ -16,8 +16,8 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.model import AppState, Frozen, Name, Request, Time
-from coorm_bridge.profile import Profile, earliest_common_start
+from coorm_bridge.core.model import AppState, Frozen, Name, Request, Time
+from coorm_bridge.core.profile import Profile, earliest_common_start
 
 #: States the policy still places (they get a view and, with a request, an estimated start).
 PLACED = (AppState.SUBMITTED, AppState.REQUEST_SENT, AppState.WAITING)

@@ -17,8 +17,8 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, ValidationError, model_validator
 
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
-from coorm_bridge.model import Frozen, Name, describe
-from coorm_bridge.policy import PolicyConfig
+from coorm_bridge.core.model import Frozen, Name, describe
+from coorm_bridge.core.policy import PolicyConfig
 
 #: Tokens grant a user's rights over TCP: short ones are guessable.
 MIN_TOKEN_LENGTH = 16

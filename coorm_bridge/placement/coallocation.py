@@ -21,7 +21,7 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.model import NAME_PATTERN
+from coorm_bridge.core.model import NAME_PATTERN
 
 
 class CoAllocationFailed(Exception):

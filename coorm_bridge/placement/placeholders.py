@@ -22,10 +22,10 @@ from coorm_bridge.adapters.base import (
     ReservationHandle,
     ReservationSpec,
 )
-from coorm_bridge.coallocation import CoAllocationFailed, hold, placeholder_name
-from coorm_bridge.model import Allocation
-from coorm_bridge.records import PlaceholderRow, PlaceholderStatus, SessionRow
+from coorm_bridge.core.model import Allocation
+from coorm_bridge.placement.coallocation import CoAllocationFailed, hold, placeholder_name
 from coorm_bridge.store import FINAL_STATES, Store
+from coorm_bridge.store.rows import PlaceholderRow, PlaceholderStatus, SessionRow
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ import threading
 from dataclasses import dataclass
 
 from coorm_bridge.adapters.base import Adapter, AdapterError, ClusterSnapshot, Reservation
-from coorm_bridge.occupancy import free_profile
-from coorm_bridge.profile import Profile
-from coorm_bridge.protocol import ClusterHealth
+from coorm_bridge.core.profile import Profile
+from coorm_bridge.http.wire import ClusterHealth
+from coorm_bridge.placement.occupancy import free_profile
 
 log = logging.getLogger(__name__)
 

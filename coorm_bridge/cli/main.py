@@ -10,11 +10,11 @@ from collections.abc import Sequence
 
 from coorm_bridge import __version__
 from coorm_bridge.adapters.base import AdapterError
-from coorm_bridge.config import ConfigError, load_config
-from coorm_bridge.daemon import run
-from coorm_bridge.demo import run_demo
-from coorm_bridge.server import ServerError
-from coorm_bridge.status import show_status
+from coorm_bridge.cli.demo import run_demo
+from coorm_bridge.cli.status import show_status
+from coorm_bridge.http.server import ServerError
+from coorm_bridge.service.config import ConfigError, load_config
+from coorm_bridge.service.daemon import run
 from coorm_bridge.store import StoreError
 
 CONFIG_ENV = "COORM_BRIDGE_CONFIG"

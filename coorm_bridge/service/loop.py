@@ -16,7 +16,7 @@ from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from coorm_bridge.bridge import Bridge
+from coorm_bridge.service.bridge import Bridge
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from coorm_bridge.profile import Profile
+from coorm_bridge.core.profile import Profile
 
 #: Cluster and host names end up in batch-system commands: letters, digits, '-', '_', '.' only.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")

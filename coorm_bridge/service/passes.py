@@ -1,6 +1,6 @@
 """One policy pass carried out: states and events written, placeholders held, moved, released.
 
-The policy (:mod:`coorm_bridge.policy`) only computes; this module turns its answer into facts,
+The policy (:mod:`coorm_bridge.core.policy`) only computes; this module turns its answer into facts,
 in an order that keeps promises: ghosts that expired release their hosts first, then
 applications whose start is now get their placeholders confirmed and a ``start`` event, then
 placeholders are taken for those starting within ``placement.horizon``. A co-allocation that
@@ -16,16 +16,16 @@ from contextlib import contextmanager
 from typing import Any
 
 from coorm_bridge.adapters.base import Adapter, NodeState
-from coorm_bridge.coallocation import CoAllocationFailed
-from coorm_bridge.config import Config
-from coorm_bridge.model import CAP, AppState, Change, ChangeKind
-from coorm_bridge.placement import Placement
-from coorm_bridge.policy import PLACED, Application, PassResult, Policy
-from coorm_bridge.polling import Poller
-from coorm_bridge.profile import Profile
-from coorm_bridge.records import PlaceholderRow, SessionRow
+from coorm_bridge.core.model import CAP, AppState, Change, ChangeKind
+from coorm_bridge.core.policy import PLACED, Application, PassResult, Policy
+from coorm_bridge.core.profile import Profile
+from coorm_bridge.placement.coallocation import CoAllocationFailed
+from coorm_bridge.placement.placeholders import Placement
+from coorm_bridge.service.config import Config
+from coorm_bridge.service.polling import Poller
 from coorm_bridge.store import ACTIVE_STATES as ACTIVE
 from coorm_bridge.store import Store
+from coorm_bridge.store.rows import PlaceholderRow, SessionRow
 
 log = logging.getLogger(__name__)
 

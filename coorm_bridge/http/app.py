@@ -1,6 +1,7 @@
-"""The HTTP API v1 (DESIGN §5) over a :class:`~coorm_bridge.bridge.Bridge`, with FastAPI.
+"""The HTTP API v1 (DESIGN §5) over a :class:`~coorm_bridge.service.bridge.Bridge`, with FastAPI.
 
-Who is calling: on the Unix socket, the peer's uid (read by :mod:`coorm_bridge.server`); on TCP,
+Who is calling: on the Unix socket, the peer's uid (read by
+:mod:`coorm_bridge.http.server`); on TCP,
 a bearer token from the configuration. Every error is ``{"error": code, "detail": text}`` with a
 4xx status; an unexpected exception is logged and answered with a bare 500, never a traceback.
 """
@@ -20,11 +21,11 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coorm_bridge import __version__
-from coorm_bridge.bridge import Bridge
-from coorm_bridge.errors import BridgeError
-from coorm_bridge.metrics import BridgeCollector
-from coorm_bridge.protocol import API_PREFIX, MAX_BODY
-from coorm_bridge.routes import metrics_router, router
+from coorm_bridge.http.metrics import BridgeCollector
+from coorm_bridge.http.routes import metrics_router, router
+from coorm_bridge.http.wire import API_PREFIX, MAX_BODY
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.errors import BridgeError
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from coorm_bridge.model import (
+from coorm_bridge.core.model import (
     AppState,
     ClusterInfo,
     Event,

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from coorm_bridge.adapters.base import ClusterSnapshot, JobState, NodeState
-from coorm_bridge.profile import Profile
+from coorm_bridge.core.profile import Profile
 
 
 def foreign_load(

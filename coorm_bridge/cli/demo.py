@@ -20,8 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
+from coorm_bridge.core.model import Filter, Request, StartEvent
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
-from coorm_bridge.model import Filter, Request, StartEvent
 
 RUN_SECONDS = 3
 #: How long the demo waits for a start before giving up (a loaded site may be busy).
@@ -162,7 +162,7 @@ def private_daemon() -> Iterator[str]:
     command = [
         sys.executable,
         "-c",
-        "import sys; from coorm_bridge.cli import main; sys.exit(main())",
+        "import sys; from coorm_bridge.cli.main import main; sys.exit(main())",
         "serve",
         "--config",
         str(folder / "coorm-bridge.toml"),

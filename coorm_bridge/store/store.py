@@ -29,15 +29,15 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Final, Literal, Self
 
-from coorm_bridge.model import AppState, Event, Filter, Request
-from coorm_bridge.policy import Application
-from coorm_bridge.records import (
+from coorm_bridge.core.model import AppState, Event, Filter, Request
+from coorm_bridge.core.policy import Application
+from coorm_bridge.store.rows import (
     PlaceholderRow,
     PlaceholderStatus,
     SessionRow,
     new_session_id,
 )
-from coorm_bridge.schema import (
+from coorm_bridge.store.schema import (
     EVENTS,
     SCHEMA,
     SCHEMA_VERSION,

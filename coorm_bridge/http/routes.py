@@ -1,4 +1,4 @@
-"""The routes of HTTP API v1 (DESIGN §5); :func:`coorm_bridge.api.create_app` mounts them.
+"""The routes of HTTP API v1 (DESIGN §5); :func:`coorm_bridge.http.app.create_app` mounts them.
 
 Handlers find the bridge, the notifier and the metrics registry on ``request.app.state``. Calls
 into the bridge run in worker threads (they take its lock and touch SQLite); long polls wait on
@@ -19,11 +19,10 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from coorm_bridge.bridge import Bridge
-from coorm_bridge.errors import Unauthenticated
-from coorm_bridge.model import CAP, ClusterInfo, Interconnect
-from coorm_bridge.model import Request as NodesRequest
-from coorm_bridge.protocol import (
+from coorm_bridge.core.model import CAP, ClusterInfo, Interconnect
+from coorm_bridge.core.model import Request as NodesRequest
+from coorm_bridge.http.server import peer_of
+from coorm_bridge.http.wire import (
     MAX_WAIT,
     ErrorBody,
     EventPage,
@@ -34,7 +33,8 @@ from coorm_bridge.protocol import (
     SubscribeBody,
     Subscribed,
 )
-from coorm_bridge.server import peer_of
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.errors import Unauthenticated
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 404, 409, 413, 422)

@@ -12,11 +12,11 @@ from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import WallClock
 from coorm_bridge.adapters.mock.platform import load_platform
 from coorm_bridge.adapters.slurm.factory import make_slurm_adapter
-from coorm_bridge.api import create_app
-from coorm_bridge.bridge import Bridge
-from coorm_bridge.config import Config, MockSettings
-from coorm_bridge.loop import Loop
-from coorm_bridge.server import serve
+from coorm_bridge.http.app import create_app
+from coorm_bridge.http.server import serve
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.config import Config, MockSettings
+from coorm_bridge.service.loop import Loop
 from coorm_bridge.store import Store
 
 log = logging.getLogger(__name__)

@@ -17,15 +17,15 @@ from collections.abc import Callable, Mapping
 from pydantic import ValidationError
 
 from coorm_bridge.adapters.base import Adapter, AdapterError
-from coorm_bridge.config import Config
-from coorm_bridge.errors import Conflict, Invalid, NotFound
-from coorm_bridge.model import CAP, AppState, Event, Filter, Request, View, describe
-from coorm_bridge.passes import PassRunner
-from coorm_bridge.policy import PLACED
-from coorm_bridge.protocol import Health, SessionInfo, Subscribed
-from coorm_bridge.records import SessionRow
+from coorm_bridge.core.model import CAP, AppState, Event, Filter, Request, View, describe
+from coorm_bridge.core.policy import PLACED
+from coorm_bridge.http.wire import Health, SessionInfo, Subscribed
+from coorm_bridge.service.config import Config
+from coorm_bridge.service.errors import Conflict, Invalid, NotFound
+from coorm_bridge.service.passes import PassRunner
 from coorm_bridge.store import ACTIVE_STATES as ACTIVE
 from coorm_bridge.store import Store
+from coorm_bridge.store.rows import SessionRow
 
 log = logging.getLogger(__name__)
 

@@ -13,8 +13,8 @@ from typing import Annotated, Final, Self
 
 from pydantic import Field, ValidationError, model_validator
 
-from coorm_bridge.model import AppState, Filter, Frozen, Name, Request, Time
-from coorm_bridge.policy import Application
+from coorm_bridge.core.model import AppState, Filter, Frozen, Name, Request, Time
+from coorm_bridge.core.policy import Application
 
 
 def new_session_id() -> str:

@@ -1,0 +1,1 @@
+"""The ``coorm-bridge`` command: ``serve``, ``status``, ``demo``."""

@@ -1,0 +1,1 @@
+"""The service: launcher sessions, passes, polling, the periodic loop, configuration, wiring."""
