@@ -41,7 +41,7 @@ from coorm_bridge.http.wire import (
     SubscribeBody,
     Subscribed,
 )
-from coorm_bridge.service.config import runtime_dir
+from coorm_bridge.paths import default_socket
 
 T = TypeVar("T")
 
@@ -155,7 +155,7 @@ class BridgeClient:
     @classmethod
     def default_url(cls) -> str:
         """``$COORM_BRIDGE_URL``, else the socket the user's own bridge listens on by default."""
-        return os.environ.get(URL_VARIABLE) or f"unix://{runtime_dir() / 'bridge.sock'}"
+        return os.environ.get(URL_VARIABLE) or f"unix://{default_socket()}"
 
     def close(self) -> None:
         self._http.close()

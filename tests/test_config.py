@@ -4,12 +4,12 @@ from pathlib import Path
 
 import pytest
 
+from coorm_bridge.paths import runtime_dir
 from coorm_bridge.service.config import (
     MIN_TOKEN_LENGTH,
     ConfigError,
     load_config,
     parse_config,
-    runtime_dir,
 )
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -8,7 +8,6 @@ adapter, where to listen, who may connect over TCP, and the policy's parameters.
 
 from __future__ import annotations
 
-import os
 import stat
 import tomllib
 from pathlib import Path
@@ -19,6 +18,7 @@ from pydantic import Field, ValidationError, model_validator
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 from coorm_bridge.core.model import Frozen, Name, describe
 from coorm_bridge.core.policy import PolicyConfig
+from coorm_bridge.paths import default_socket, state_dir
 
 #: Tokens grant a user's rights over TCP: short ones are guessable.
 MIN_TOKEN_LENGTH = 16
@@ -26,20 +26,6 @@ MIN_TOKEN_LENGTH = 16
 
 class ConfigError(Exception):
     """The configuration cannot be used; the message says which file, which key and why."""
-
-
-def runtime_dir() -> Path:
-    """Where a user's sockets live: ``$XDG_RUNTIME_DIR``, else a private folder under /tmp."""
-    base = os.environ.get("XDG_RUNTIME_DIR")
-    if base:
-        return Path(base) / "coorm-bridge"
-    return Path("/tmp") / f"coorm-bridge-{os.getuid()}"  # noqa: S108 - created 0700, owner checked
-
-
-def state_dir() -> Path:
-    """Where a user's bridge keeps its database: ``$XDG_STATE_HOME``, else ~/.local/state."""
-    base = os.environ.get("XDG_STATE_HOME")
-    return (Path(base) if base else Path.home() / ".local" / "state") / "coorm-bridge"
 
 
 class TcpListen(Frozen):
@@ -76,7 +62,7 @@ class BridgeSettings(Frozen):
 
     @property
     def socket_path(self) -> Path:
-        return self.socket or runtime_dir() / "bridge.sock"
+        return self.socket or default_socket()
 
     @property
     def database(self) -> Path:
