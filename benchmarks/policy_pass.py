@@ -18,9 +18,10 @@ import random
 import time
 from functools import partial
 
-from coorm_bridge.core.model import AppState, Request
+from coorm_bridge.core.model import Request
 from coorm_bridge.core.policy import Application, Policy, PolicyConfig
 from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.states import AppState
 
 NOW = 1_700_000_000
 
@@ -64,7 +65,7 @@ def applications(rng: random.Random, free: dict[str, Profile], count: int) -> li
 
 def fresh_pass(free: dict[str, Profile], apps: list[Application]) -> None:
     """A full pass: a new engine has no memo of any previous pass."""
-    result = Policy(PolicyConfig()).run(free, apps, NOW)
+    result = Policy(PolicyConfig()).plan(free, apps, NOW)
     assert result.recomputed == sum(app.request is not None for app in apps)
 
 
@@ -92,16 +93,16 @@ def main() -> None:
         print(f"policy_pass apps={count} clusters={clusters} seconds={seconds:.3f} mode=full")
 
     policy = Policy(PolicyConfig())
-    policy.run(free, apps, NOW)
+    policy.plan(free, apps, NOW)
     newcomer = applications(random.Random(args.seed + 1), free, 1)[0]
     newcomer = newcomer.model_copy(update={"id": "newcomer", "order": len(apps)})
     extended = [*apps, newcomer]
 
     def incremental() -> None:
-        policy.run(free, apps, NOW)  # back to the queue without the newcomer (not timed below)
+        policy.plan(free, apps, NOW)  # back to the queue without the newcomer (not timed below)
 
     def with_newcomer() -> None:
-        result = policy.run(free, extended, NOW)
+        result = policy.plan(free, extended, NOW)
         assert result.recomputed == 1, result.recomputed
 
     timings = []

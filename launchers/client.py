@@ -1,6 +1,6 @@
 """The Python client of the bridge's HTTP API v1 (DESIGN §5), for launchers and tests.
 
-Every answer is parsed with the models of :mod:`coorm_bridge.http.wire`, the same ones the daemon
+Every answer is parsed with the models of :mod:`coorm_bridge.protocol`, the same ones the daemon
 serialises with, so a launcher gets typed values and a mismatch shows up as a clear
 :class:`BridgeError` rather than a pydantic traceback deep inside the launcher.
 """
@@ -19,17 +19,10 @@ import requests.auth
 from pydantic import TypeAdapter, ValidationError
 from requests_unixsocket.adapters import UnixAdapter
 
-from coorm_bridge.core.model import (
-    CAP,
-    ClusterInfo,
-    EndedEvent,
-    Event,
-    Filter,
-    Interconnect,
-    Request,
-    describe,
-)
-from coorm_bridge.http.wire import (
+from coorm_bridge.core.messages import CAP, EndedEvent, Event
+from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request, describe
+from coorm_bridge.paths import default_socket
+from coorm_bridge.protocol import (
     API_PREFIX,
     MAX_WAIT,
     ErrorBody,
@@ -41,7 +34,6 @@ from coorm_bridge.http.wire import (
     SubscribeBody,
     Subscribed,
 )
-from coorm_bridge.paths import default_socket
 
 T = TypeVar("T")
 

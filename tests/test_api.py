@@ -16,7 +16,7 @@ from coorm_bridge.adapters.mock.clock import WallClock
 from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.http.app import create_app
-from coorm_bridge.http.wire import MAX_BODY
+from coorm_bridge.protocol import MAX_BODY
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.loop import Loop

@@ -12,8 +12,9 @@ from coorm_bridge.adapters.base import AdapterError, JobSpec, NodeState, Reserva
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import parse_platform
-from coorm_bridge.core.model import AppState, Filter
+from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
+from coorm_bridge.core.states import AppState
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound

@@ -15,7 +15,9 @@ import requests
 import responses
 from responses import matchers
 
-from coorm_bridge.core.model import AppState, EndedEvent, Filter, Request, StartEvent
+from coorm_bridge.core.messages import EndedEvent, StartEvent
+from coorm_bridge.core.model import Filter, Request
+from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.client import BridgeClient, BridgeError, BridgeUnreachable, base_url
 
 URL = "http://bridge.example:8642"

@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 import requests
 
-from coorm_bridge.core.model import AppState, Filter, Request
+from coorm_bridge.core.model import Filter, Request
+from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 
 pytestmark = pytest.mark.daemon

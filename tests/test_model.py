@@ -12,22 +12,21 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from coorm_bridge.core.model import (
+from coorm_bridge.core.messages import (
     CAP,
     Allocation,
-    AppState,
     Change,
     ChangeEvent,
     ChangeKind,
-    ClusterInfo,
     EndedEvent,
     Event,
     KilledEvent,
-    Request,
     StartEvent,
     View,
 )
+from coorm_bridge.core.model import ClusterInfo, Request
 from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.states import AppState
 
 SETTINGS = settings(max_examples=100, deadline=None)
 EVENTS = TypeAdapter(Event)

@@ -16,9 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.core.model import AppState, Request
-from coorm_bridge.core.policy import Application, PassResult, Policy, PolicyConfig
+from coorm_bridge.core.model import Request
+from coorm_bridge.core.policy import Application, Plan, Policy, PolicyConfig
 from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.states import AppState
 
 SETTINGS = settings(max_examples=100, deadline=None)
 FEW = settings(max_examples=60, deadline=None)
@@ -224,13 +225,13 @@ def reference(free, apps, now, fair_start) -> Expected:
     return Expected(now, end, outcomes, tuple(to_start), tuple(expired), views, base)
 
 
-def summary(result: PassResult) -> dict[str, tuple[AppState, int | None, int | None]]:
+def summary(result: Plan) -> dict[str, tuple[AppState, int | None, int | None]]:
     return {
         app_id: (o.state, o.estimated_start, o.hold_until) for app_id, o in result.outcomes.items()
     }
 
 
-def assert_matches_reference(result: PassResult, expected: Expected, apps) -> None:
+def assert_matches_reference(result: Plan, expected: Expected, apps) -> None:
     assert summary(result) == expected.outcomes
     assert result.to_start == expected.to_start
     assert result.expired == expected.expired
@@ -249,7 +250,7 @@ def assert_matches_reference(result: PassResult, expected: Expected, apps) -> No
 
 
 def view_values(
-    result: PassResult, app_id: str, end: int, start: int | None = None
+    result: Plan, app_id: str, end: int, start: int | None = None
 ) -> dict[str, list[int]]:
     """A view from ``start`` (default: the pass's now) on: its values up to ``end``, then the one
     lasting forever."""
@@ -259,7 +260,7 @@ def view_values(
     }
 
 
-def apply_states(apps: list[Application], result: PassResult) -> list[Application]:
+def apply_states(apps: list[Application], result: Plan) -> list[Application]:
     """What the bridge does after a pass: persist states, start the started, kill the expired."""
     table = []
     for app in apps:
@@ -281,7 +282,7 @@ def apply_states(apps: list[Application], result: PassResult) -> list[Applicatio
 @SETTINGS
 @given(sc=scenarios())
 def test_pass_matches_brute_force_reference(sc):
-    result = Policy(sc.config()).run(sc.free, sc.apps, sc.now)
+    result = Policy(sc.config()).plan(sc.free, sc.apps, sc.now)
     assert_matches_reference(result, reference(sc.free, sc.apps, sc.now, sc.fair_start), sc.apps)
     # A fresh policy notifies every placed application that does not start right away.
     expected = tuple(
@@ -300,7 +301,7 @@ def test_pass_matches_brute_force_reference(sc):
 @SETTINGS
 @given(sc=scenarios())
 def test_no_cluster_is_over_allocated(sc):
-    result = Policy(sc.config()).run(sc.free, sc.apps, sc.now)
+    result = Policy(sc.config()).plan(sc.free, sc.apps, sc.now)
     grid = np.arange(sc.now, horizon(sc.free, sc.apps, sc.now, sc.fair_start))
     left = {c: p.values_at(grid).astype(np.int64) for c, p in sc.free.items()}
     for app in sc.apps:
@@ -339,8 +340,8 @@ def test_later_subscriber_never_delays_earlier_ones(sc, data):
         state=data.draw(st.sampled_from([AppState.REQUEST_SENT, AppState.WAITING])),
         request=draw_request(data.draw, clusters, sc.capacity),
     )
-    before = Policy(sc.config()).run(sc.free, sc.apps, sc.now)
-    after = Policy(sc.config()).run(sc.free, [*sc.apps, late], sc.now)
+    before = Policy(sc.config()).plan(sc.free, sc.apps, sc.now)
+    after = Policy(sc.config()).plan(sc.free, [*sc.apps, late], sc.now)
     assert {k: v for k, v in summary(after).items() if k != "late"} == summary(before)
     assert tuple(a for a in after.to_start if a != "late") == before.to_start
     assert after.expired == before.expired
@@ -355,7 +356,7 @@ def test_later_subscriber_never_delays_earlier_ones(sc, data):
 @SETTINGS
 @given(sc=scenarios())
 def test_request_that_fits_now_starts_now(sc):
-    result = Policy(sc.config()).run(sc.free, sc.apps, sc.now)
+    result = Policy(sc.config()).plan(sc.free, sc.apps, sc.now)
     end = horizon(sc.free, sc.apps, sc.now, sc.fair_start)
     grid = np.arange(sc.now, end)
     left = {c: p.values_at(grid).astype(np.int64) for c, p in result.free.items()}
@@ -409,7 +410,7 @@ def test_fitting_request_starts_in_priority_order():
             request=Request(nodes={"b": 1}, duration=10),
         ),
     ]
-    result = Policy().run(free, apps, 50)
+    result = Policy().plan(free, apps, 50)
     assert result.to_start == ("first", "second")
     assert result.outcomes["third"].estimated_start == 150
     assert result.outcomes["third"].state is AppState.WAITING
@@ -472,7 +473,7 @@ def test_ghost_hosts_are_not_given_away_before_it_expires(built):
     expires = min(ghost.done_at + sc.fair_start, ghost.started_at + ghost.request.duration)
     assert expires > sc.now
     n = sc.capacity["g"]
-    result = Policy(sc.config()).run(sc.free, sc.apps, sc.now)
+    result = Policy(sc.config()).plan(sc.free, sc.apps, sc.now)
     assert result.outcomes["ghost"].state is AppState.GHOST
     assert result.outcomes["ghost"].hold_until == expires
     assert "ghost" not in result.changed
@@ -488,7 +489,7 @@ def test_ghost_hosts_are_not_given_away_before_it_expires(built):
     assert used[: expires - sc.now].max(initial=0) <= n - k
     assert used.max(initial=0) <= n
     # Once expired, the ghost is finished and its hosts are everyone's again.
-    later = Policy(sc.config()).run(sc.free, sc.apps, expires)
+    later = Policy(sc.config()).plan(sc.free, sc.apps, expires)
     assert later.outcomes["ghost"].state is AppState.FINISHED
     assert later.outcomes["ghost"].hold_until is None
     assert later.free["g"] == Profile.constant(n)
@@ -534,7 +535,7 @@ def test_state_transitions_of_started_and_finished_applications():
         ),
     ]
     policy = Policy(PolicyConfig(fair_start=30))
-    result = policy.run({"a": Profile.constant(8)}, apps, 50)
+    result = policy.plan({"a": Profile.constant(8)}, apps, 50)
     assert result.outcomes["done"].state is AppState.GHOST
     assert result.outcomes["done"].hold_until == 70
     assert result.outcomes["ghost"].state is AppState.FINISHED
@@ -545,9 +546,9 @@ def test_state_transitions_of_started_and_finished_applications():
     assert result.free["a"].values_at(np.array([50, 69, 70, 99, 100])).tolist() == [4, 4, 6, 6, 8]
     # A ghost never outlives its allocation, whatever fair_start says.
     late_done = replace(apps[0], done_at=90)
-    result = policy.run({"a": Profile.constant(8)}, [late_done], 95)
+    result = policy.plan({"a": Profile.constant(8)}, [late_done], 95)
     assert result.outcomes["done"].hold_until == 100
-    result = policy.run({"a": Profile.constant(8)}, [late_done], 100)
+    result = policy.plan({"a": Profile.constant(8)}, [late_done], 100)
     assert result.outcomes["done"].state is AppState.FINISHED
 
 
@@ -567,8 +568,8 @@ def test_results_do_not_depend_on_input_order(sc, seed, later):
 
     def passes(table, profiles):
         policy = Policy(sc.config())
-        first = policy.run(profiles, table, sc.now)
-        second = policy.run(profiles, apply_states(table, first), sc.now + later)
+        first = policy.plan(profiles, table, sc.now)
+        second = policy.plan(profiles, apply_states(table, first), sc.now + later)
         return [
             (
                 summary(r),
@@ -635,15 +636,15 @@ def mutate(data, apps, free, now, capacity):
 def test_incremental_passes_equal_fresh_ones(sc, data):
     policy = Policy(sc.config())
     apps, free, now = list(sc.apps), dict(sc.free), sc.now
-    previous: PassResult | None = None
+    previous: Plan | None = None
     previous_end = now
     for k in range(data.draw(st.integers(2, 5))):
         if previous is not None:
             apps = apply_states(apps, previous)
             now += data.draw(st.integers(0, 200))
             apps, free = mutate(data, apps, free, now, sc.capacity)
-        result = policy.run(free, apps, now)
-        fresh = Policy(sc.config()).run(free, apps, now)
+        result = policy.plan(free, apps, now)
+        fresh = Policy(sc.config()).plan(free, apps, now)
         expected = reference(free, apps, now, sc.fair_start)
         assert_matches_reference(result, expected, apps)
         assert_matches_reference(fresh, expected, apps)
@@ -687,8 +688,8 @@ def test_request_larger_than_the_platform_never_starts_and_reserves_nothing(sc, 
         state=data.draw(st.sampled_from(WITH_REQUEST)),
         request=Request(nodes=nodes, duration=data.draw(st.integers(1, 300))),
     )
-    without = Policy(sc.config()).run(sc.free, sc.apps, sc.now)
-    with_it = Policy(sc.config()).run(sc.free, [*sc.apps, huge], sc.now)
+    without = Policy(sc.config()).plan(sc.free, sc.apps, sc.now)
+    with_it = Policy(sc.config()).plan(sc.free, [*sc.apps, huge], sc.now)
     outcome = with_it.outcomes["huge"]
     assert outcome.estimated_start is None
     assert outcome.state is not AppState.STARTED
@@ -721,7 +722,7 @@ def test_request_on_a_cluster_the_platform_lacks_never_starts():
             request=Request(nodes={"a": 4}, duration=10),
         ),
     ]
-    result = Policy().run(free, apps, 0)
+    result = Policy().plan(free, apps, 0)
     assert result.outcomes["lost"].estimated_start is None
     assert list(result.view("lost")) == ["a"]
     assert result.to_start == ("next",)
@@ -740,7 +741,7 @@ def test_no_change_when_time_passes_as_predicted(sc, data):
     the applications before it, are now held for everyone (a backfilled start is news to them).
     """
     policy = Policy(sc.config())
-    result = policy.run(sc.free, sc.apps, sc.now)
+    result = policy.plan(sc.free, sc.apps, sc.now)
     apps, now = sc.apps, sc.now
     order = {app.id: app.order for app in sc.apps}
     for _ in range(data.draw(st.integers(1, 3))):
@@ -752,7 +753,7 @@ def test_no_change_when_time_passes_as_predicted(sc, data):
         apps = apply_states(apps, result)
         previous = result
         now = data.draw(st.integers(now, min(upcoming) if upcoming else now + 1000))
-        result = policy.run(sc.free, apps, now)
+        result = policy.plan(sc.free, apps, now)
         last_started = max((order[a] for a in previous.to_start), default=-1)
         assert all(order[a] < last_started for a in result.changed)
         if not previous.to_start:
@@ -776,11 +777,11 @@ def test_no_change_when_rerun_without_starts(sc, data):
         for a in sc.apps
     ]
     policy = Policy(sc.config())
-    result = policy.run(sc.free, sc.apps, sc.now)
+    result = policy.plan(sc.free, sc.apps, sc.now)
     assert result.to_start == ()
     apps = apply_states(sc.apps, result)
     later = sc.now + data.draw(st.integers(0, 1000))
-    again = policy.run(sc.free, apps, later)
+    again = policy.plan(sc.free, apps, later)
     assert again.changed == ()
     assert again.to_start == ()
     assert not any(o.view_changed for o in again.outcomes.values())
@@ -809,19 +810,19 @@ def test_foreign_job_ending_as_predicted_changes_nothing():
         Application(id="idle", order=2, clusters=("a", "b")),
     ]
     policy = Policy(PolicyConfig(fair_start=5))
-    first = policy.run(free, apps, 10)
+    first = policy.plan(free, apps, 10)
     assert first.to_start == ("small",)
     assert first.outcomes["big"].estimated_start == 1000
     assert first.changed == ("big", "idle")
     apps = apply_states(apps, first)
     # The foreign job on "a" ends at 100 as predicted; the bridge reads the new free hosts.
     for now, profile in ((50, free["a"]), (150, Profile.constant(8)), (400, free["a"])):
-        result = policy.run({"a": profile, "b": free["b"]}, apps, now)
+        result = policy.plan({"a": profile, "b": free["b"]}, apps, now)
         assert result.changed == ()
         assert result.outcomes["big"].estimated_start == 1000
     # A real change is notified: another foreign job comes.
     busy = Profile.constant(8).reserve(1, 2000, 2100)
-    result = policy.run({"a": busy, "b": free["b"]}, apps, 500)
+    result = policy.plan({"a": busy, "b": free["b"]}, apps, 500)
     assert result.changed == ("big", "idle")
     assert result.outcomes["big"].estimated_start == 1000
 
@@ -848,9 +849,9 @@ def test_time_passing_does_not_recompute_with_a_running_application():
         ),
     ]
     policy = Policy()
-    assert policy.run(free, apps, 10).recomputed == 1
-    assert policy.run(free, apps, 10).recomputed == 0
-    later = policy.run(free, apps, 11)
+    assert policy.plan(free, apps, 10).recomputed == 1
+    assert policy.plan(free, apps, 10).recomputed == 0
+    later = policy.plan(free, apps, 11)
     assert later.changed == ()
     assert later.outcomes["waiting"].estimated_start == 1000
     assert later.recomputed == 0
@@ -893,12 +894,12 @@ FAIRNESS_FREE = {"c": Profile.constant(8), "d": Profile.constant(8).reserve(8, 0
 def test_fairness_without_fair_start_lets_the_quick_selector_win():
     policy = Policy(PolicyConfig(fair_start=0))
     apps = fairness_apps()
-    first = policy.run(FAIRNESS_FREE, apps, 90)
+    first = policy.plan(FAIRNESS_FREE, apps, 90)
     assert first.to_start == ()
     assert first.outcomes["app2"].estimated_start == 1000
     apps = apply_states(apps, first)
     apps[0] = replace(apps[0], state=AppState.FINISH_SENT, done_at=100)
-    result = policy.run(FAIRNESS_FREE, apps, 100)
+    result = policy.plan(FAIRNESS_FREE, apps, 100)
     assert result.outcomes["app0"].state is AppState.FINISHED
     # The freed hosts go to App2 at once: App1 never gets the chance to ask for them.
     assert result.to_start == ("app2",)
@@ -907,12 +908,12 @@ def test_fairness_without_fair_start_lets_the_quick_selector_win():
 def test_fairness_ghost_keeps_freed_hosts_for_the_earlier_application():
     policy = Policy(PolicyConfig(fair_start=30))
     apps = fairness_apps()
-    first = policy.run(FAIRNESS_FREE, apps, 90)
+    first = policy.plan(FAIRNESS_FREE, apps, 90)
     assert first.to_start == ()
     apps = apply_states(apps, first)
     # App0 sends done at 100: its ghost holds cluster "c" until 130.
     apps[0] = replace(apps[0], state=AppState.FINISH_SENT, done_at=100)
-    result = policy.run(FAIRNESS_FREE, apps, 100)
+    result = policy.plan(FAIRNESS_FREE, apps, 100)
     assert result.outcomes["app0"].state is AppState.GHOST
     assert result.outcomes["app0"].hold_until == 130
     assert result.to_start == ()
@@ -924,13 +925,13 @@ def test_fairness_ghost_keeps_freed_hosts_for_the_earlier_application():
     apps[1] = replace(
         apps[1], state=AppState.REQUEST_SENT, request=Request(nodes={"c": 8}, duration=60)
     )
-    result = policy.run(FAIRNESS_FREE, apps, 120)
+    result = policy.plan(FAIRNESS_FREE, apps, 120)
     assert result.to_start == ()
     assert result.outcomes["app1"].estimated_start == 130
     assert result.outcomes["app2"].estimated_start == 190
     assert result.changed == ("app2",)
     apps = apply_states(apps, result)
-    result = policy.run(FAIRNESS_FREE, apps, 130)
+    result = policy.plan(FAIRNESS_FREE, apps, 130)
     assert result.outcomes["app0"].state is AppState.FINISHED
     assert result.to_start == ("app1",)
     assert result.outcomes["app2"].estimated_start == 190
@@ -944,9 +945,9 @@ def test_duplicate_ids_or_orders_are_refused():
     request = Request(nodes={"a": 1}, duration=10)
     a = Application(id="x", order=1, clusters=("a",), state=AppState.WAITING, request=request)
     with pytest.raises(ValueError, match="unique"):
-        Policy().run({"a": Profile.constant(2)}, [a, replace(a, order=2)], 0)
+        Policy().plan({"a": Profile.constant(2)}, [a, replace(a, order=2)], 0)
     with pytest.raises(ValueError, match="unique"):
-        Policy().run({"a": Profile.constant(2)}, [a, replace(a, id="y")], 0)
+        Policy().plan({"a": Profile.constant(2)}, [a, replace(a, id="y")], 0)
 
 
 def test_over_committed_free_hosts_count_as_none():
@@ -968,7 +969,7 @@ def test_over_committed_free_hosts_count_as_none():
             request=Request(nodes={"a": 2}, duration=10),
         ),
     ]
-    result = Policy().run(free, apps, 10)
+    result = Policy().plan(free, apps, 10)
     assert result.free["a"].values_at(np.array([10, 49, 50, 99, 100])).tolist() == [0, 0, 0, 0, 2]
     assert result.outcomes["wait"].estimated_start == 100
 

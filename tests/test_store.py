@@ -17,17 +17,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from coorm_bridge.core.model import (
-    NAME_PATTERN,
-    AppState,
-    ChangeEvent,
-    EndedEvent,
-    Filter,
-    KilledEvent,
-    Request,
-)
+from coorm_bridge.core.messages import ChangeEvent, EndedEvent, KilledEvent
+from coorm_bridge.core.model import NAME_PATTERN, Filter, Request
 from coorm_bridge.core.policy import Application, Policy
 from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.states import ACTIVE, AppState
+from coorm_bridge.service.passes import application_of
 from coorm_bridge.store import (
     SCHEMA_VERSION,
     PlaceholderRow,
@@ -58,6 +53,19 @@ def store(path: Path):
 
 def new(store: Store, owner: str = "alice", clusters=CLUSTERS, now: int = 100) -> SessionRow:
     return store.create_session(owner, "run", Filter(), clusters, now)
+
+
+def started(store: Store, row: SessionRow, request: Request, now: int, **fields) -> SessionRow:
+    """Set-up through the transitions the state machine allows, up to STARTED."""
+    store.update_session(row.id, now=now, state=AppState.REQUEST_SENT, request=request)
+    store.update_session(row.id, now=now, state=AppState.WAITING)
+    return store.update_session(row.id, now=now, state=AppState.STARTED, **fields)
+
+
+def finished(store: Store, row: SessionRow, now: int) -> SessionRow:
+    request = Request(nodes={"c1": 1}, duration=10)
+    started(store, row, request, now, started_at=now)
+    return store.update_session(row.id, now=now, state=AppState.FINISHED)
 
 
 def killed(time: int = 1) -> dict[str, object]:
@@ -95,14 +103,14 @@ times = st.integers(0, 2**40)
 )
 def test_sessions_round_trip_every_field(store, path, owner, name, filter, request, stamps):
     created = store.create_session(owner, name, filter, CLUSTERS, now=stamps[0])
-    estimated, started, end, now = stamps
-    updated = store.update_session(
-        created.id,
-        now=now,
-        state=AppState.STARTED,
-        request=request,
+    estimated, started_at, end, now = stamps
+    updated = started(
+        store,
+        created,
+        request,
+        now,
         estimated_start=estimated,
-        started_at=started,
+        started_at=started_at,
         alloc_end=end,
     )
     assert store.session(created.id) == updated
@@ -201,14 +209,14 @@ def test_sessions_filter_by_owner_and_state_in_subscription_order(store):
 def test_active_applications_feed_the_policy(store):
     rows = [new(store) for _ in range(4)]
     request = Request(nodes={"c1": 2}, duration=50)
-    store.update_session(rows[0].id, now=101, state=AppState.FINISHED)
+    finished(store, rows[0], now=101)
     store.update_session(rows[2].id, now=101, state=AppState.REQUEST_SENT, request=request)
     store.update_session(rows[3].id, now=101, state=AppState.CANCELLED)
-    apps = store.active_applications()
+    apps = [application_of(row) for row in store.sessions(states=ACTIVE)]
     assert [app.id for app in apps] == [rows[1].id, rows[2].id]
     assert all(isinstance(app, Application) for app in apps)
     free = {name: Profile.constant(4) for name in CLUSTERS}
-    result = Policy().run(free, apps, now=200)
+    result = Policy().plan(free, apps, now=200)
     assert result.to_start == (rows[2].id,)
 
 
@@ -310,8 +318,8 @@ def test_purge_takes_events_along_and_keeps_sessions_still_holding_placeholders(
         store.append_event(row.id, killed())
         store.put_placeholder(placeholder(row))
     store.delete_placeholder(done.id, "c1")
-    store.update_session(done.id, now=150, state=AppState.FINISHED)
-    store.update_session(unreleased.id, now=150, state=AppState.FINISHED)
+    finished(store, done, now=150)
+    finished(store, unreleased, now=150)
     store.update_session(recent.id, now=300, state=AppState.CANCELLED)
     assert store.purge_finished(before=200) == 1
     assert store.session(done.id) is None

@@ -20,7 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from coorm_bridge.core.model import Filter, Request, StartEvent
+from coorm_bridge.core.messages import StartEvent
+from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 
 RUN_SECONDS = 3

@@ -6,9 +6,9 @@ import sys
 import time
 from collections.abc import Sequence
 
-from coorm_bridge.core.model import CAP
-from coorm_bridge.http.wire import Health, SessionInfo
+from coorm_bridge.core.messages import CAP
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.protocol import Health, SessionInfo
 
 #: How many future changes of a cluster's availability the table shows.
 SHOWN_STEPS = 4

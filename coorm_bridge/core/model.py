@@ -1,18 +1,19 @@
-"""The CooRM data model (paper §III-B): what launchers and the bridge exchange.
+"""The CooRM data model (paper §III-B): clusters, their links, filters and requests.
 
 Every type here is a pydantic v2 model so that the HTTP API, the store and the configuration all
-validate with the same rules. Times and durations are whole Unix seconds: batch systems, SWF traces
-and the paper all work in seconds, and integers keep profile breakpoints exact.
+validate with the same rules. The messages built from them (views, changes, start events) are in
+:mod:`coorm_bridge.core.messages`, the application states in :mod:`coorm_bridge.core.states`.
+
+Times and durations are whole Unix seconds: batch systems, SWF traces and the paper all work in
+seconds, and integers keep profile breakpoints exact.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from enum import StrEnum
-from itertools import pairwise
 from types import MappingProxyType
-from typing import Annotated, Literal, Self
+from typing import Annotated
 
 from pydantic import (
     AfterValidator,
@@ -23,10 +24,7 @@ from pydantic import (
     ValidationInfo,
     field_serializer,
     field_validator,
-    model_validator,
 )
-
-from coorm_bridge.core.profile import Profile
 
 #: Cluster and host names end up in batch-system commands: letters, digits, '-', '_', '.' only.
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
@@ -165,124 +163,3 @@ class Request(Frozen):
     @property
     def clusters(self) -> tuple[str, ...]:
         return tuple(self.nodes)
-
-
-class CAP(Frozen):
-    """A Cluster Availability Profile in its JSON form: ``n_i`` hosts on ``[t_i, t_{i+1})``."""
-
-    cluster: Name
-    steps: tuple[tuple[Time, HostCount], ...] = Field(min_length=1)
-
-    @field_validator("steps")
-    @classmethod
-    def _increasing(cls, steps: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
-        for (t0, _), (t1, _) in pairwise(steps):
-            if t1 <= t0:
-                raise ValueError(f"step times must strictly increase, got {t0} then {t1}")
-        return steps
-
-    @classmethod
-    def of(cls, cluster: str, profile: Profile, origin: int) -> Self:
-        return cls(cluster=cluster, steps=tuple(profile.steps(origin)))
-
-    def profile(self) -> Profile:
-        return Profile.from_steps(self.steps)
-
-
-class View(Frozen):
-    """The view of one application: one CAP per cluster it subscribed to."""
-
-    profiles: tuple[CAP, ...]
-
-    @model_validator(mode="after")
-    def _one_per_cluster(self) -> Self:
-        names = [cap.cluster for cap in self.profiles]
-        twice = sorted({name for name in names if names.count(name) > 1})
-        if twice:
-            raise ValueError(f"a view has one profile per cluster; {', '.join(twice)} repeat")
-        return self
-
-    @classmethod
-    def of(cls, profiles: Mapping[str, Profile], origin: int) -> Self:
-        return cls(profiles=tuple(CAP.of(name, p, origin) for name, p in profiles.items()))
-
-    def as_profiles(self) -> dict[str, Profile]:
-        return {cap.cluster: cap.profile() for cap in self.profiles}
-
-
-class AppState(StrEnum):
-    """Application states of the CooRM slides, plus Cancelled for a withdrawal."""
-
-    SUBMITTED = "submitted"
-    REQUEST_SENT = "request_sent"
-    WAITING = "waiting"
-    STARTED = "started"
-    FINISH_SENT = "finish_sent"
-    GHOST = "ghost"
-    FINISHED = "finished"
-    CANCELLED = "cancelled"
-
-
-class ChangeKind(StrEnum):
-    INFO = "info"
-    INTERCONNECT = "interconnect"
-    AVAILABILITY = "availability"
-
-
-class Change(Frozen):
-    """CHANGE {CID, type, CAP}: the CAP is present only for availability changes."""
-
-    cluster: Name
-    kind: ChangeKind
-    profile: CAP | None = None
-
-    @model_validator(mode="after")
-    def _profile_iff_availability(self) -> Self:
-        if (self.kind is ChangeKind.AVAILABILITY) != (self.profile is not None):
-            raise ValueError("an availability change carries its profile, other changes do not")
-        return self
-
-
-class Allocation(Frozen):
-    """What one cluster gives a started application: its hosts and the holding reservation."""
-
-    hosts: list[Name]
-    reservation: Name | None = None
-
-
-class EventBase(Frozen):
-    seq: Annotated[int, Field(ge=1, strict=True)]
-    time: Time
-
-
-class ChangeEvent(EventBase):
-    """changeNotify: the view changed; carries the new estimated start (None = never)."""
-
-    type: Literal["change"] = "change"
-    changes: list[Change]
-    estimated_start: Time | None = None
-
-
-class StartEvent(EventBase):
-    """startNotify: the allocation holds from ``time`` until ``end`` on these hosts."""
-
-    type: Literal["start"] = "start"
-    end: Time
-    allocations: dict[Name, Allocation]
-
-
-class KilledEvent(EventBase):
-    """The allocation was taken back (walltime exceeded, node failure, admin action)."""
-
-    type: Literal["killed"] = "killed"
-    reason: str
-
-
-class EndedEvent(EventBase):
-    """The session reached an end state (finished or cancelled); no event follows."""
-
-    type: Literal["ended"] = "ended"
-    state: AppState
-
-
-Event = Annotated[ChangeEvent | StartEvent | KilledEvent | EndedEvent, Field(discriminator="type")]

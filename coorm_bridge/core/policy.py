@@ -16,13 +16,9 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.core.model import AppState, Frozen, Name, Request, Time
+from coorm_bridge.core.model import Frozen, Name, Request, Time
 from coorm_bridge.core.profile import Profile, earliest_common_start
-
-#: States the policy still places (they get a view and, with a request, an estimated start).
-PLACED = (AppState.SUBMITTED, AppState.REQUEST_SENT, AppState.WAITING)
-#: States whose hosts are held (by the application itself, or by its ghost).
-HOLDING = (AppState.STARTED, AppState.FINISH_SENT, AppState.GHOST)
+from coorm_bridge.core.states import HOLDING, PLACED, AppState, problems, transition
 
 
 class PolicyConfig(Frozen):
@@ -49,22 +45,9 @@ class Application(Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        if self.request is not None:
-            outside = sorted(set(self.request.clusters) - set(self.clusters))
-            if outside:
-                raise ValueError(f"request names clusters outside the view: {', '.join(outside)}")
-        if self.state in (AppState.REQUEST_SENT, AppState.WAITING, *HOLDING) and not self.request:
-            raise ValueError(f"an application in state {self.state} has a request")
-        if self.state is AppState.SUBMITTED and self.request is not None:
-            raise ValueError("a submitted application has sent no request yet (REQUEST_SENT)")
-        if self.done_at is not None and self.state in (*PLACED, AppState.STARTED):
-            raise ValueError(f"an application in state {self.state} has not sent done")
-        if self.state in HOLDING and self.started_at is None:
-            raise ValueError(f"an application in state {self.state} has a start time")
-        if self.state in (AppState.FINISH_SENT, AppState.GHOST) and (
-            self.done_at is None or self.started_at is None or self.done_at < self.started_at
-        ):
-            raise ValueError("a finished application has a done time, not before its start")
+        found = problems(self.state, self.request, self.clusters, self.started_at, self.done_at)
+        if found:
+            raise ValueError("; ".join(found))
         return self
 
     def hold_end(self, fair_start: int) -> int:
@@ -100,7 +83,7 @@ class Counters:
 
 
 @dataclass(frozen=True)
-class PassResult:
+class Plan:
     now: int
     outcomes: dict[str, Outcome]
     to_start: tuple[str, ...]
@@ -164,7 +147,7 @@ def _view_hash(state: tuple[Profile, ...], seen: tuple[int, ...]) -> int:
 
 
 class Policy:
-    """Runs passes; see the module docstring. One instance per bridge."""
+    """Plans passes (the service carries them out); see the module docstring. One per bridge."""
 
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config or PolicyConfig()
@@ -173,8 +156,9 @@ class Policy:
         self._base: tuple[Profile, ...] = ()
         self._memo: dict[str, _Memo] = {}
 
-    def run(self, free: Mapping[str, Profile], apps: Iterable[Application], now: int) -> PassResult:
-        """One pass. ``free``: hosts the batch systems leave free (foreign load subtracted)."""
+    def plan(self, free: Mapping[str, Profile], apps: Iterable[Application], now: int) -> Plan:
+        """One pass of the policy; ``free``: hosts the batch systems leave free (foreign load
+        subtracted)."""
         clusters = tuple(sorted(free))
         if clusters != self._clusters:
             self._clusters, self._base, self._memo = clusters, (), {}
@@ -202,9 +186,11 @@ class Policy:
                 recomputed += self._place(app.request, entry, old, index, now)
                 if entry.start is not None:
                     state = _replace(state, entry.wanted, entry.reserved)
-            new_state = AppState.WAITING if app.state is AppState.REQUEST_SENT else app.state
+            new_state: AppState = app.state
+            if new_state is AppState.REQUEST_SENT:
+                new_state = transition(new_state, AppState.WAITING)
             if entry.start is not None and entry.start <= now:
-                new_state = AppState.STARTED
+                new_state = transition(new_state, AppState.STARTED)
                 to_start.append(app.id)
             view_changed = old is None or _view_changed(old.view, entry.view, seen, now)
             if view_changed and new_state is not AppState.STARTED:
@@ -217,7 +203,7 @@ class Policy:
         self.counters.passes += 1
         self.counters.notifications += len(changed)
         self.counters.recomputed += recomputed
-        return PassResult(
+        return Plan(
             now=now,
             outcomes=outcomes,
             to_start=tuple(to_start),
@@ -244,13 +230,13 @@ class Policy:
             started = app.state is AppState.STARTED
             if hold_until > now:
                 held = AppState.STARTED if started else AppState.GHOST
-                outcomes[app.id] = Outcome(held, hold_until=hold_until)
+                outcomes[app.id] = Outcome(transition(app.state, held), hold_until=hold_until)
                 holding.append(app)
             elif started:
                 expired.append(app.id)
                 outcomes[app.id] = Outcome(AppState.STARTED, hold_until=hold_until)
             else:
-                outcomes[app.id] = Outcome(AppState.FINISHED)
+                outcomes[app.id] = Outcome(transition(app.state, AppState.FINISHED))
         return outcomes, holding, expired
 
     @staticmethod
@@ -351,7 +337,7 @@ __all__ = [
     "Application",
     "Counters",
     "Outcome",
-    "PassResult",
+    "Plan",
     "Policy",
     "PolicyConfig",
 ]

@@ -21,11 +21,12 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coorm_bridge import __version__
+from coorm_bridge.http.errors import Unauthenticated, error_response, status_of
 from coorm_bridge.http.metrics import BridgeCollector
 from coorm_bridge.http.routes import metrics_router, router
-from coorm_bridge.http.wire import API_PREFIX, MAX_BODY
+from coorm_bridge.protocol import API_PREFIX, MAX_BODY
 from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.errors import BridgeError
+from coorm_bridge.service.errors import SessionError
 
 log = logging.getLogger(__name__)
 
@@ -104,8 +105,7 @@ def _too_large(limit: int) -> JSONResponse:
     return _error(413, "too_large", f"the body exceeds the limit of {limit} bytes")
 
 
-def _error(status: int, code: str, detail: str) -> JSONResponse:
-    return JSONResponse(status_code=status, content={"error": code, "detail": detail})
+_error = error_response
 
 
 def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastAPI:
@@ -137,7 +137,8 @@ def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastA
     app.state.registry = registry
     app.include_router(router, prefix=API_PREFIX)
     app.include_router(metrics_router)
-    app.add_exception_handler(BridgeError, _bridge_error)  # type: ignore[arg-type]
+    app.add_exception_handler(SessionError, _refused)  # type: ignore[arg-type]
+    app.add_exception_handler(Unauthenticated, _refused)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _bug)
@@ -145,8 +146,9 @@ def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastA
     return app
 
 
-async def _bridge_error(request: Request, error: BridgeError) -> JSONResponse:
-    return _error(error.status, error.code, str(error))
+async def _refused(request: Request, error: SessionError | Unauthenticated) -> JSONResponse:
+    status, code = status_of(error)
+    return _error(status, code, str(error))
 
 
 async def _invalid(request: Request, error: RequestValidationError) -> JSONResponse:

@@ -66,8 +66,8 @@ class BridgeCollector(Collector):
         failures = GaugeMetricFamily(
             "coorm_cluster_poll_failures", "Polls failed in a row.", labels=["cluster"]
         )
-        for cluster, health in runner.poller.health().items():
-            up.add_metric([cluster], 1 if health.status == "ok" else 0)
-            failures.add_metric([cluster], health.failures)
+        for cluster, polled in runner.poller.statuses().items():
+            up.add_metric([cluster], 0 if polled.stale else 1)
+            failures.add_metric([cluster], polled.failures)
         yield up
         yield failures

@@ -19,10 +19,12 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from coorm_bridge.core.model import CAP, ClusterInfo, Interconnect
+from coorm_bridge.core.messages import CAP
+from coorm_bridge.core.model import ClusterInfo, Interconnect
 from coorm_bridge.core.model import Request as NodesRequest
+from coorm_bridge.http.errors import Unauthenticated
 from coorm_bridge.http.server import peer_of
-from coorm_bridge.http.wire import (
+from coorm_bridge.protocol import (
     MAX_WAIT,
     ErrorBody,
     EventPage,
@@ -34,7 +36,6 @@ from coorm_bridge.http.wire import (
     Subscribed,
 )
 from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.errors import Unauthenticated
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 404, 409, 413, 422)

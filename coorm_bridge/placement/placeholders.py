@@ -1,30 +1,28 @@
-"""Placement: the placeholder reservations that make the policy's promises hold in batch systems.
+"""The placeholders' book: each session's reservations, held, moved, shrunk to a ghost, released.
 
-Every change goes through the store first (a row in state REQUESTED before the batch system is
-asked, RELEASING before a deletion), so that after a crash :meth:`Placement.reconcile` knows what
-may exist: it adopts or drops half-made placeholders, deletes reservations with the bridge's
-prefix that no session owns, and re-creates those a session should hold but the batch system lost
-(a restarted controller, the mock platform after a bridge restart).
+The policy decides where and when an application runs; this module makes it hold in the batch
+systems. Every change goes through the store first (a row in state REQUESTED before the batch
+system is asked, RELEASING before a deletion), so that after a crash reconciliation
+(:mod:`coorm_bridge.placement.reconcile`) knows what may exist.
 
-Not thread-safe on its own: the bridge calls it under its lock.
+Not thread-safe on its own: the bridge calls it under its lock. It calls batch systems, so never
+from inside a store transaction (asserted).
 """
 
 from __future__ import annotations
 
 import logging
-from collections import Counter
 from collections.abc import Mapping
 
 from coorm_bridge.adapters.base import (
     Adapter,
     AdapterError,
-    Reservation,
     ReservationHandle,
     ReservationSpec,
 )
-from coorm_bridge.core.model import Allocation
+from coorm_bridge.core.messages import Allocation
 from coorm_bridge.placement.coallocation import CoAllocationFailed, hold, placeholder_name
-from coorm_bridge.store import FINAL_STATES, Store
+from coorm_bridge.store import Store
 from coorm_bridge.store.rows import PlaceholderRow, PlaceholderStatus, SessionRow
 
 log = logging.getLogger(__name__)
@@ -35,7 +33,7 @@ REQUESTED = PlaceholderStatus.REQUESTED
 RELEASING = PlaceholderStatus.RELEASING
 
 
-class Placement:
+class Placeholders:
     """Holds, moves, shrinks and releases one session's placeholders on every cluster."""
 
     def __init__(self, adapter: Adapter, store: Store, prefix: str) -> None:
@@ -55,6 +53,7 @@ class Placement:
         could be held.
         """
         assert row.request is not None
+        assert not self.store.in_transaction, "no batch-system call inside a store transaction"
         nodes = row.request.nodes
         end = start + row.request.duration
         current = {p.cluster: p for p in self.store.placeholders(row.id)}
@@ -93,7 +92,7 @@ class Placement:
                     f"{cluster} made {len(handle.host_names)} hosts until "
                     f"{handle.end} instead of {hosts} until {end}"
                 )
-            held[cluster] = self._record(row.id, handle, HELD)
+            held[cluster] = self.record(row.id, handle, HELD)
         return held
 
     def _create(
@@ -130,14 +129,14 @@ class Placement:
             with self.store.transaction():
                 for cluster in nodes:
                     if cluster in leftovers:
-                        self._mark(row.id, cluster, RELEASING)
+                        self.mark(row.id, cluster, RELEASING)
                     else:
                         self.store.delete_placeholder(row.id, cluster)
             raise
         with self.store.transaction():
-            return {c: self._record(row.id, h, HELD) for c, h in handles.items()}
+            return {c: self.record(row.id, h, HELD) for c, h in handles.items()}
 
-    def _record(
+    def record(
         self, session_id: str, handle: ReservationHandle, status: PlaceholderStatus
     ) -> PlaceholderRow:
         placeholder = PlaceholderRow(
@@ -153,7 +152,7 @@ class Placement:
         self.store.put_placeholder(placeholder)
         return placeholder
 
-    def _mark(self, session_id: str, cluster: str, status: PlaceholderStatus) -> None:
+    def mark(self, session_id: str, cluster: str, status: PlaceholderStatus) -> None:
         old = self.store.placeholder(session_id, cluster)
         if old is not None:
             self.store.put_placeholder(old.model_copy(update={"status": status}))
@@ -171,10 +170,11 @@ class Placement:
     def shrink(self, row: SessionRow, until: int) -> None:
         """Done: keep the hosts only until ``until`` (the ghost), so that the local scheduler
         cannot backfill them before older applications had ``fair_start`` to adapt."""
+        assert not self.store.in_transaction, "no batch-system call inside a store transaction"
         for old in self.store.placeholders(row.id):
             if old.status is not HELD or old.end <= until:
                 if old.status is HELD:
-                    self._mark(row.id, old.cluster, GHOST)
+                    self.mark(row.id, old.cluster, GHOST)
                 continue
             spec = ReservationSpec(
                 name=old.name,
@@ -190,14 +190,15 @@ class Placement:
                 # Holding a little longer than fair_start is harmless: reconciliation retries.
                 log.warning("ghost of %s on %s not shrunk: %s", row.id, old.cluster, error)
                 continue
-            self._record(row.id, handle, GHOST)
+            self.record(row.id, handle, GHOST)
 
     def release(self, session_id: str) -> list[str]:
         """Delete every placeholder of a session; returns the clusters where it must be retried
         (a batch system that refused, say because a job still runs inside, or did not answer)."""
+        assert not self.store.in_transaction, "no batch-system call inside a store transaction"
         left = []
         for old in self.store.placeholders(session_id):
-            self._mark(session_id, old.cluster, RELEASING)
+            self.mark(session_id, old.cluster, RELEASING)
             try:
                 self.adapter.delete_reservation(old.cluster, old.name)
             except AdapterError as error:
@@ -206,88 +207,3 @@ class Placement:
                 continue
             self.store.delete_placeholder(session_id, old.cluster)
         return left
-
-    # -- reconciliation -----------------------------------------------------------------------
-
-    def reconcile(self, ours: Mapping[str, list[Reservation]], now: int) -> dict[str, int]:
-        """Bring the batch systems in line with the store; ``ours`` maps each cluster that
-        answered to the reservations with the bridge's prefix it holds now.
-
-        Returns counts of what was done (deleted orphans, re-created, adopted, dropped).
-        """
-        done: Counter[str] = Counter()
-        rows = self.store.placeholders()
-        known = {(p.cluster, p.name) for p in rows}
-        for cluster, reservations in ours.items():
-            for reservation in reservations:
-                if (cluster, reservation.name) not in known:
-                    try:
-                        self.adapter.delete_reservation(cluster, reservation.name)
-                        done["orphans"] += 1
-                    except AdapterError as error:
-                        log.info(
-                            "orphan %s on %s not deleted yet: %s", reservation.name, cluster, error
-                        )
-        for placeholder in rows:
-            if placeholder.cluster not in ours:
-                continue  # that batch system is silent: nothing can be checked there
-            present = {r.name: r for r in ours[placeholder.cluster]}
-            done[self._reconcile_one(placeholder, present.get(placeholder.name), now)] += 1
-        for row in self.store.sessions(states=FINAL_STATES):
-            if self.store.placeholders(row.id):
-                self.release(row.id)
-                done["released"] += 1
-        del done["ok"]
-        return dict(done)
-
-    def _reconcile_one(  # noqa: PLR0911 - one return per case of the reconciliation
-        self, placeholder: PlaceholderRow, present: Reservation | None, now: int
-    ) -> str:
-        sid, cluster = placeholder.session_id, placeholder.cluster
-        if placeholder.status is RELEASING:
-            if present is None:
-                self.store.delete_placeholder(sid, cluster)
-                return "dropped"
-            self.release(sid)
-            return "released"
-        if present is not None:
-            if placeholder.status is REQUESTED:
-                self._adopt(placeholder, present)
-                return "adopted"
-            return "ok"
-        if placeholder.status is REQUESTED or placeholder.end <= now:
-            self.store.delete_placeholder(sid, cluster)
-            return "dropped"
-        session = self.store.session(sid)
-        owner = session.owner if session is not None else sid
-        spec = ReservationSpec(
-            name=placeholder.name,
-            start=max(placeholder.start, now),
-            end=placeholder.end,
-            hosts=placeholder.hosts,
-            users=(owner,),
-        )
-        try:
-            handle = self.adapter.create_reservation(cluster, spec)
-        except AdapterError as error:
-            log.warning(
-                "placeholder %s lost on %s and not re-created: %s", placeholder.name, cluster, error
-            )
-            return "ok"
-        self._record(sid, handle, placeholder.status)
-        return "recreated"
-
-    def _adopt(self, placeholder: PlaceholderRow, present: Reservation) -> None:
-        if present.hosts != placeholder.hosts or len(present.host_names) != present.hosts:
-            self.release(placeholder.session_id)
-            return
-        self.store.put_placeholder(
-            placeholder.model_copy(
-                update={
-                    "start": present.start,
-                    "end": present.end,
-                    "host_names": present.host_names,
-                    "status": HELD,
-                }
-            )
-        )

@@ -17,13 +17,13 @@ from collections.abc import Callable, Mapping
 from pydantic import ValidationError
 
 from coorm_bridge.adapters.base import Adapter, AdapterError
-from coorm_bridge.core.model import CAP, AppState, Event, Filter, Request, View, describe
-from coorm_bridge.core.policy import PLACED
-from coorm_bridge.http.wire import Health, SessionInfo, Subscribed
+from coorm_bridge.core.messages import CAP, Event, View
+from coorm_bridge.core.model import Filter, Request, describe
+from coorm_bridge.core.states import ACTIVE, PLACED, AppState
+from coorm_bridge.protocol import ClusterHealth, Health, SessionInfo, Subscribed
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
-from coorm_bridge.service.passes import PassRunner
-from coorm_bridge.store import ACTIVE_STATES as ACTIVE
+from coorm_bridge.service.passes import PassRunner, application_of
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import SessionRow
 
@@ -99,7 +99,7 @@ class Bridge:
         view = self.runner.view(row.id) if row.state in PLACED else None
         end = row.alloc_end
         if row.state in (AppState.FINISH_SENT, AppState.GHOST) and row.done_at is not None:
-            end = row.application().hold_end(self.config.policy.fair_start)
+            end = application_of(row).hold_end(self.config.policy.fair_start)
         stale = set(self.runner.poller.stale())
         return SessionInfo(
             session=row.id,
@@ -215,7 +215,7 @@ class Bridge:
                     continue
                 prefix = self.config.bridge.placeholder_prefix
                 ours[cluster] = [r for r in shot.reservations if r.name.startswith(prefix)]
-            done = self.runner.placement.reconcile(ours, self.now())
+            done = self.runner.reconciler.reconcile(ours, self.now())
             self.reconciled.update(done)
         if done:
             log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
@@ -230,7 +230,15 @@ class Bridge:
         return [CAP.of(name, profile, last.now) for name, profile in sorted(last.left.items())]
 
     def health(self) -> Health:
-        clusters = self.runner.poller.health()
+        clusters = {
+            name: ClusterHealth(
+                status="stale" if status.stale else "ok",
+                last_snapshot=status.last_ok,
+                failures=status.failures,
+                error=status.error,
+            )
+            for name, status in self.runner.poller.statuses().items()
+        }
         degraded = any(c.status != "ok" for c in clusters.values())
         return Health(
             status="degraded" if degraded else "ok",

@@ -1,40 +1,23 @@
-"""Errors of the bridge's session operations, each with the HTTP status and code it maps to.
+"""Why a session operation was refused: the caller's input or the session's state, never a bug.
 
-The HTTP layer turns them into ``{"error": code, "detail": text}``; anything else escaping an
+The HTTP layer maps each to a status (:mod:`coorm_bridge.http.errors`); anything else escaping an
 operation is a bug (500, logged with its traceback, never shown to the client).
 """
 
 from __future__ import annotations
 
-from typing import ClassVar
+
+class SessionError(Exception):
+    """A session operation refused; nothing was changed."""
 
 
-class BridgeError(Exception):
-    status: ClassVar[int] = 400
-    code: ClassVar[str] = "bad_request"
-
-
-class Invalid(BridgeError):
+class Invalid(SessionError):
     """The input is well-formed but makes no sense here (unknown cluster, empty filter...)."""
 
-    status = 422
-    code = "invalid"
+
+class NotFound(SessionError):
+    """No such session, or not one of the caller's (the two look the same on purpose)."""
 
 
-class NotFound(BridgeError):
-    """No such session, or not one of the caller's."""
-
-    status = 404
-    code = "not_found"
-
-
-class Conflict(BridgeError):
+class Conflict(SessionError):
     """The session's state forbids the operation (a request after start, done before it)."""
-
-    status = 409
-    code = "conflict"
-
-
-class Unauthenticated(BridgeError):
-    status = 401
-    code = "unauthenticated"

@@ -13,17 +13,18 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Final
 
 from coorm_bridge.adapters.base import Adapter, NodeState
-from coorm_bridge.core.model import CAP, AppState, Change, ChangeKind
-from coorm_bridge.core.policy import PLACED, Application, PassResult, Policy
+from coorm_bridge.core.messages import CAP, Change, ChangeKind
+from coorm_bridge.core.policy import Application, Plan, Policy
 from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.placement.coallocation import CoAllocationFailed
-from coorm_bridge.placement.placeholders import Placement
+from coorm_bridge.placement.placeholders import Placeholders
+from coorm_bridge.placement.reconcile import Reconciler
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.polling import Poller
-from coorm_bridge.store import ACTIVE_STATES as ACTIVE
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import PlaceholderRow, SessionRow
 
@@ -39,14 +40,15 @@ class PassRunner:
         prefix = config.bridge.placeholder_prefix
         self.policy = Policy(config.policy)
         self.poller = Poller(adapter, clusters, prefix, config.placement.poll_interval)
-        self.placement = Placement(adapter, store, prefix)
+        self.placeholders = Placeholders(adapter, store, prefix)
+        self.reconciler = Reconciler(self.placeholders)
         self.notify: Callable[[str], None] = lambda session_id: None
         self.passes = 0
         self.placements = 0
         self.placement_failures = 0
         self.dirty = True
         self.next_due: int | None = None
-        self.last: PassResult | None = None
+        self.last: Plan | None = None
         self._sent: dict[str, dict[str, Profile]] = {}
         self._failures: dict[str, int] = {}
         self._not_before: dict[str, int] = {}
@@ -69,16 +71,16 @@ class PassRunner:
 
     # -- the pass ---------------------------------------------------------------------------
 
-    def run(self, now: int) -> PassResult:
+    def run(self, now: int) -> Plan:
         """One pass. States, estimates and events are written in one transaction and launchers
         woken after it commits; the batch systems are called only after that (never inside a
         transaction: a slow controller must not block the store)."""
         self.dirty = False
         for session_id in sorted(self._release):
-            if not self.placement.release(session_id):
+            if not self.placeholders.release(session_id):
                 self._release.discard(session_id)
         rows = {row.id: row for row in self.store.sessions(states=ACTIVE)}
-        result = self.policy.run(self.poller.free(), self._applications(rows), now)
+        result = self.policy.plan(self.poller.free(), self._applications(rows), now)
         self.last = result
         shrink: list[tuple[SessionRow, int]] = []
         with self._batch():
@@ -99,7 +101,7 @@ class PassRunner:
                 self._kill(rows[app_id], reason, now)
                 self.trigger()  # its hosts are free for the others from the next pass
         for row, until in shrink:
-            self.placement.shrink(row, until)
+            self.placeholders.shrink(row, until)
         for session_id in sorted(self._release):
             self._release_now(session_id)
         self._place(rows, result, now)
@@ -116,7 +118,7 @@ class PassRunner:
         for session_id, row in rows.items():
             cached = apps.get(session_id)
             if cached is None or cached[0] is not row:
-                cached = apps[session_id] = (row, row.application())
+                cached = apps[session_id] = (row, application_of(row))
             table.append(cached[1])
         for gone in apps.keys() - rows.keys():
             del apps[gone]
@@ -135,7 +137,7 @@ class PassRunner:
         for session_id in dict.fromkeys(woken):
             notify(session_id)
 
-    def _placed(self, row: SessionRow, result: PassResult, now: int) -> SessionRow:
+    def _placed(self, row: SessionRow, result: Plan, now: int) -> SessionRow:
         """Persist a waiting application's new estimate; tell it when its view changed."""
         outcome = result.outcomes[row.id]
         state = AppState.WAITING if row.state is AppState.REQUEST_SENT else row.state
@@ -165,7 +167,7 @@ class PassRunner:
         # A long pass may have crossed a second: a reservation cannot begin in the past.
         now = self._fresh(now)
         try:
-            held = self.placement.ensure(row, now, now)
+            held = self.placeholders.ensure(row, now, now)
         except CoAllocationFailed as failed:
             self._failed(row, failed, now)
             return
@@ -186,7 +188,7 @@ class PassRunner:
                 "type": "start",
                 "time": now,
                 "end": end,
-                "allocations": Placement.allocations(held),
+                "allocations": Placeholders.allocations(held),
             }
             self._emit(row.id, event)
         log.info("session %s started on %s until %d", row.id, ", ".join(held), end)
@@ -207,7 +209,7 @@ class PassRunner:
     def _lost(
         self,
         rows: dict[str, SessionRow],
-        result: PassResult,
+        result: Plan,
         held: dict[str, list[PlaceholderRow]],
     ) -> dict[str, str]:
         """Started applications one of whose hosts is down in the batch system's last snapshot:
@@ -230,7 +232,7 @@ class PassRunner:
                     break
         return lost
 
-    def _place(self, rows: dict[str, SessionRow], result: PassResult, now: int) -> None:
+    def _place(self, rows: dict[str, SessionRow], result: Plan, now: int) -> None:
         """Start who starts now; hold placeholders for those starting within the horizon, and
         none for the others.
 
@@ -266,14 +268,14 @@ class PassRunner:
             return
         now = self._fresh(now)
         try:
-            self.placement.ensure(row, max(start, now), now)
+            self.placeholders.ensure(row, max(start, now), now)
         except CoAllocationFailed as failed:
             self._failed(row, failed, now)
         else:
             self._failures.pop(row.id, None)
 
     def _fresh(self, now: int) -> int:
-        return max(now, self.placement.adapter.now())
+        return max(now, self.placeholders.adapter.now())
 
     def _failed(self, row: SessionRow, failed: CoAllocationFailed, now: int) -> None:
         """Bounded retries: refresh the refusing clusters' snapshots and try again next pass;
@@ -302,7 +304,7 @@ class PassRunner:
         return row
 
     def _release_now(self, session_id: str) -> None:
-        if self.placement.release(session_id):
+        if self.placeholders.release(session_id):
             self._release.add(session_id)  # retried on the next passes and by reconciliation
         else:
             self._release.discard(session_id)
@@ -313,7 +315,7 @@ class PassRunner:
         self.store.append_event(session_id, event)
         self.notify(session_id)
 
-    def _next_due(self, result: PassResult, now: int) -> int | None:
+    def _next_due(self, result: Plan, now: int) -> int | None:
         """The next moment a pass has work even if nothing changes: a start, a horizon reached,
         a ghost or allocation ending, a retry."""
         horizon = self.config.placement.horizon
@@ -326,3 +328,11 @@ class PassRunner:
         if self._release or self._failures:
             due.append(now + 1)
         return min((t for t in due if t > now), default=None)
+
+
+def application_of(row: SessionRow) -> Application:
+    """A stored session as the policy's application table wants it."""
+    return Application.model_validate({key: getattr(row, key) for key in _APP_FIELDS})
+
+
+_APP_FIELDS: Final = tuple(Application.model_fields)

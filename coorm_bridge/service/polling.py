@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from coorm_bridge.adapters.base import Adapter, AdapterError, ClusterSnapshot, Reservation
+from coorm_bridge.adapters.base import Adapter, AdapterError, ClusterSnapshot
 from coorm_bridge.core.profile import Profile
-from coorm_bridge.http.wire import ClusterHealth
 from coorm_bridge.placement.occupancy import free_profile
 
 log = logging.getLogger(__name__)
@@ -101,21 +100,7 @@ class Poller:
         with self._lock:
             return tuple(name for name, status in self._status.items() if status.stale)
 
-    def ours(self, cluster: str) -> list[Reservation] | None:
-        """The bridge's own reservations in the last snapshot (None: never answered)."""
-        shot = self._status[cluster].snapshot
-        if shot is None:
-            return None
-        return [r for r in shot.reservations if r.name.startswith(self.prefix)]
-
-    def health(self) -> dict[str, ClusterHealth]:
+    def statuses(self) -> dict[str, ClusterStatus]:
+        """A copy of every cluster's status, taken at one moment."""
         with self._lock:
-            return {
-                name: ClusterHealth(
-                    status="stale" if status.stale else "ok",
-                    last_snapshot=status.last_ok,
-                    failures=status.failures,
-                    error=status.error,
-                )
-                for name, status in self._status.items()
-            }
+            return {name: replace(status) for name, status in self._status.items()}

@@ -11,17 +11,9 @@ from coorm_bridge.store.rows import (
     new_session_id,
 )
 from coorm_bridge.store.schema import SCHEMA_VERSION
-from coorm_bridge.store.store import (
-    ACTIVE_STATES,
-    FINAL_STATES,
-    SchemaVersionError,
-    Store,
-    StoreError,
-)
+from coorm_bridge.store.store import SchemaVersionError, Store, StoreError
 
 __all__ = [
-    "ACTIVE_STATES",
-    "FINAL_STATES",
     "SCHEMA_VERSION",
     "PlaceholderRow",
     "PlaceholderStatus",

@@ -1,7 +1,7 @@
 """The rows the store keeps: sessions and placeholders, validated before any write.
 
-Apart from :mod:`coorm_bridge.store` (which only moves them in and out of SQLite) because the
-daemon's other parts (the HTTP API, placement, reconciliation) build and read them too.
+Apart from :mod:`coorm_bridge.store.store` (which only moves them in and out of SQLite) because
+the daemon's other parts (the HTTP API, placement, reconciliation) build and read them too.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import base64
 import secrets
 from enum import StrEnum
-from typing import Annotated, Final, Self
+from typing import Annotated, Self
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import Field, model_validator
 
-from coorm_bridge.core.model import AppState, Filter, Frozen, Name, Request, Time
-from coorm_bridge.core.policy import Application
+from coorm_bridge.core.model import Filter, Frozen, Name, Request, Time
+from coorm_bridge.core.states import AppState, problems
 
 
 def new_session_id() -> str:
@@ -47,20 +47,12 @@ class SessionRow(Frozen):
     updated: Time
 
     @model_validator(mode="after")
-    def _policy_can_read_it(self) -> Self:
-        # A row the policy refuses would fail every pass after a restart: refuse it at write.
-        try:
-            self.application()
-        except ValidationError as error:
-            raise ValueError("; ".join(str(e["msg"]) for e in error.errors())) from None
+    def _consistent(self) -> Self:
+        # A row the policy cannot read would fail every pass after a restart: refuse it at write.
+        found = problems(self.state, self.request, self.clusters, self.started_at, self.done_at)
+        if found:
+            raise ValueError("; ".join(found))
         return self
-
-    def application(self) -> Application:
-        """The row as the policy's application table wants it."""
-        return Application.model_validate({key: getattr(self, key) for key in _APP_FIELDS})
-
-
-_APP_FIELDS: Final = tuple(Application.model_fields)
 
 
 class PlaceholderStatus(StrEnum):

@@ -13,7 +13,7 @@ from typing import Any, Final
 
 from pydantic import TypeAdapter
 
-from coorm_bridge.core.model import Event
+from coorm_bridge.core.messages import Event
 from coorm_bridge.store.rows import PlaceholderRow, SessionRow
 
 #: Bump on any schema change, with a migration from the previous version.

@@ -29,8 +29,9 @@ from enum import Enum
 from pathlib import Path
 from typing import Any, Final, Literal, Self
 
-from coorm_bridge.core.model import AppState, Event, Filter, Request
-from coorm_bridge.core.policy import Application
+from coorm_bridge.core.messages import Event
+from coorm_bridge.core.model import Filter, Request
+from coorm_bridge.core.states import FINAL, AppState, transition
 from coorm_bridge.store.rows import (
     PlaceholderRow,
     PlaceholderStatus,
@@ -47,8 +48,6 @@ from coorm_bridge.store.schema import (
 )
 
 __all__ = [
-    "ACTIVE_STATES",
-    "FINAL_STATES",
     "PlaceholderRow",
     "PlaceholderStatus",
     "SchemaVersionError",
@@ -58,10 +57,6 @@ __all__ = [
     "new_session_id",
 ]
 
-#: Sessions that no policy pass sees any more; kept for audit until purged.
-FINAL_STATES: Final = (AppState.FINISHED, AppState.CANCELLED)
-#: Sessions the policy still sees: waiting, running, or holding a ghost.
-ACTIVE_STATES: Final = tuple(state for state in AppState if state not in FINAL_STATES)
 _BUSY_TIMEOUT_MS: Final = 10_000
 
 
@@ -94,6 +89,8 @@ class Store:
         self.path = Path(path)
         self._lock = threading.RLock()
         self._depth = 0
+        self._writer: int | None = None
+        """The thread inside the transaction (``_depth`` > 0), for :attr:`in_transaction`."""
         self._closed = False
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
@@ -184,7 +181,7 @@ class Store:
             if self._depth == 0:
                 # IMMEDIATE takes the write lock now, not at the first write: no upgrade deadlock.
                 conn.execute("BEGIN IMMEDIATE")
-                self._depth = 1
+                self._depth, self._writer = 1, threading.get_ident()
                 try:
                     yield
                     conn.execute("COMMIT")
@@ -193,7 +190,7 @@ class Store:
                         conn.execute("ROLLBACK")
                     raise
                 finally:
-                    self._depth = 0
+                    self._depth, self._writer = 0, None
             else:
                 conn.execute("SAVEPOINT nested")
                 self._depth += 1
@@ -207,6 +204,12 @@ class Store:
                     raise
                 finally:
                     self._depth -= 1
+
+    @property
+    def in_transaction(self) -> bool:
+        """Whether the calling thread is inside :meth:`transaction` (callers that are about to
+        wait for a batch system assert it is not)."""
+        return self._depth > 0 and self._writer == threading.get_ident()
 
     def _read(self, sql: str, parameters: Iterable[object] = ()) -> list[Any]:
         with self._lock:
@@ -280,10 +283,6 @@ class Store:
         found = {AppState(state): int(count) for state, count in rows}
         return {state: found.get(state, 0) for state in AppState}
 
-    def active_applications(self) -> list[Application]:
-        """The policy's application table: every session not finished or cancelled, in order."""
-        return [row.application() for row in self.sessions(states=ACTIVE_STATES)]
-
     def update_session(
         self,
         session_id: str,
@@ -298,7 +297,8 @@ class Store:
     ) -> SessionRow:
         """Change the fields given (``None`` included), stamp ``updated``; KeyError if unknown.
 
-        The whole new row is validated first, so a change that would leave the session
+        The state change must be one :data:`~coorm_bridge.core.states.TRANSITIONS` allows, and
+        the whole new row is validated first, so a change that would leave the session
         inconsistent (say WAITING without a request) is refused and nothing is written."""
         given = (state, request, estimated_start, started_at, done_at, alloc_end)
         changes = {k: v for k, v in zip(_UPDATABLE, given, strict=True) if v is not _UNSET}
@@ -306,6 +306,7 @@ class Store:
             if (old := self.session(session_id)) is None:
                 raise KeyError(session_id)
             row = SessionRow.model_validate({**dict(old), **changes, "updated": now})
+            transition(old.state, row.state)  # the one table every state change goes through
             self._conn.execute(
                 "UPDATE sessions SET state = :state, request = :request, estimated_start = "
                 ":estimated_start, started_at = :started_at, done_at = :done_at, "
@@ -323,7 +324,7 @@ class Store:
                 "DELETE FROM sessions WHERE state IN (?, ?) AND updated < ? "
                 # One still holding a placeholder keeps its row until it is released.
                 "AND id NOT IN (SELECT session_id FROM placeholders)",
-                (*(state.value for state in FINAL_STATES), before),
+                (*(state.value for state in FINAL), before),
             )
             return cursor.rowcount
 

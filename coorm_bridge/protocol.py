@@ -11,17 +11,9 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from coorm_bridge.core.model import (
-    AppState,
-    ClusterInfo,
-    Event,
-    Filter,
-    Frozen,
-    Name,
-    Request,
-    Time,
-    View,
-)
+from coorm_bridge.core.messages import Event, View
+from coorm_bridge.core.model import ClusterInfo, Filter, Frozen, Name, Request, Time
+from coorm_bridge.core.states import AppState
 
 API_PREFIX = "/v1"
 #: Longest long-poll a launcher may ask for, in seconds (proxies cut idle connections).

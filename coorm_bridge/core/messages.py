@@ -1,0 +1,141 @@
+"""The CooRM messages (paper §III-B, slides): views, changes and the events launchers receive.
+
+A view is one Cluster Availability Profile (CAP) per cluster; a change carries a new CAP, a
+cluster's new properties or its new links; a ``start`` event the hosts and reservations of each
+cluster. The store keeps events, the HTTP API sends them, launchers read them: this module imports
+neither numpy nor anything of the daemon, so a launcher loads it in no time. Converting a CAP to a
+:class:`~coorm_bridge.core.profile.Profile` imports profiles when it is asked for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from enum import StrEnum
+from itertools import pairwise
+from typing import TYPE_CHECKING, Annotated, Literal, Self
+
+from pydantic import Field, field_validator, model_validator
+
+from coorm_bridge.core.model import ClusterInfo, Frozen, HostCount, Link, Name, Time
+from coorm_bridge.core.states import AppState
+
+if TYPE_CHECKING:
+    from coorm_bridge.core.profile import Profile
+
+
+class CAP(Frozen):
+    """A Cluster Availability Profile in its JSON form: ``n_i`` hosts on ``[t_i, t_{i+1})``."""
+
+    cluster: Name
+    steps: tuple[tuple[Time, HostCount], ...] = Field(min_length=1)
+
+    @field_validator("steps")
+    @classmethod
+    def _increasing(cls, steps: tuple[tuple[int, int], ...]) -> tuple[tuple[int, int], ...]:
+        for (t0, _), (t1, _) in pairwise(steps):
+            if t1 <= t0:
+                raise ValueError(f"step times must strictly increase, got {t0} then {t1}")
+        return steps
+
+    @classmethod
+    def of(cls, cluster: str, profile: Profile, origin: int) -> Self:
+        return cls(cluster=cluster, steps=tuple(profile.steps(origin)))
+
+    def profile(self) -> Profile:
+        from coorm_bridge.core.profile import Profile  # noqa: PLC0415 - launchers skip numpy
+
+        return Profile.from_steps(self.steps)
+
+
+class View(Frozen):
+    """The view of one application: one CAP per cluster it subscribed to."""
+
+    profiles: tuple[CAP, ...]
+
+    @model_validator(mode="after")
+    def _one_per_cluster(self) -> Self:
+        names = [cap.cluster for cap in self.profiles]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        if twice:
+            raise ValueError(f"a view has one profile per cluster; {', '.join(twice)} repeat")
+        return self
+
+    @classmethod
+    def of(cls, profiles: Mapping[str, Profile], origin: int) -> Self:
+        return cls(profiles=tuple(CAP.of(name, p, origin) for name, p in profiles.items()))
+
+    def as_profiles(self) -> dict[str, Profile]:
+        return {cap.cluster: cap.profile() for cap in self.profiles}
+
+
+class ChangeKind(StrEnum):
+    INFO = "info"
+    INTERCONNECT = "interconnect"
+    AVAILABILITY = "availability"
+
+
+class Change(Frozen):
+    """CHANGE {CID, type, CAP}: the new CAP of an availability change; the cluster's new
+    properties (``info``) or its links (``links``) when those changed."""
+
+    cluster: Name
+    kind: ChangeKind
+    profile: CAP | None = None
+    info: ClusterInfo | None = None
+    links: tuple[Link, ...] | None = None
+    """Every link of ``cluster`` after the change (an empty tuple: it has none left)."""
+
+    @model_validator(mode="after")
+    def _carries_its_kind(self) -> Self:
+        if (self.kind is ChangeKind.AVAILABILITY) != (self.profile is not None):
+            raise ValueError("an availability change carries its profile, other changes do not")
+        if self.info is not None and self.kind is not ChangeKind.INFO:
+            raise ValueError("only an info change carries cluster properties")
+        if self.links is not None and self.kind is not ChangeKind.INTERCONNECT:
+            raise ValueError("only an interconnect change carries links")
+        return self
+
+
+class Allocation(Frozen):
+    """What one cluster gives a started application: its hosts and the holding reservation."""
+
+    hosts: list[Name]
+    reservation: Name | None = None
+
+
+class EventBase(Frozen):
+    seq: Annotated[int, Field(ge=1, strict=True)]
+    time: Time
+
+
+class ChangeEvent(EventBase):
+    """changeNotify: the view changed; carries the new estimated start (None = never)."""
+
+    type: Literal["change"] = "change"
+    changes: list[Change]
+    estimated_start: Time | None = None
+
+
+class StartEvent(EventBase):
+    """startNotify: the allocation holds from ``time`` until ``end`` on these hosts."""
+
+    type: Literal["start"] = "start"
+    end: Time
+    allocations: dict[Name, Allocation]
+
+
+class KilledEvent(EventBase):
+    """The allocation was taken back (walltime exceeded, node failure, admin action)."""
+
+    type: Literal["killed"] = "killed"
+    reason: str
+
+
+class EndedEvent(EventBase):
+    """The session reached an end state (finished or cancelled); no event follows."""
+
+    type: Literal["ended"] = "ended"
+    state: AppState
+
+
+Event = Annotated[ChangeEvent | StartEvent | KilledEvent | EndedEvent, Field(discriminator="type")]

@@ -1,0 +1,36 @@
+"""Errors as the HTTP API answers them: ``{"error": code, "detail": text}`` with a 4xx status.
+
+The session operations raise :class:`~coorm_bridge.service.errors.SessionError` subclasses, which
+know nothing of HTTP; the statuses and codes are given here, in one table.
+"""
+
+from __future__ import annotations
+
+from fastapi.responses import JSONResponse
+
+from coorm_bridge.service.errors import Conflict, Invalid, NotFound, SessionError
+
+
+class Unauthenticated(Exception):
+    """No usable identity: no peer credentials and no (known) bearer token."""
+
+
+#: Status and code of each refusal; a subclass without its own row takes its parent's.
+STATUSES: dict[type[Exception], tuple[int, str]] = {
+    Invalid: (422, "invalid"),
+    NotFound: (404, "not_found"),
+    Conflict: (409, "conflict"),
+    SessionError: (400, "bad_request"),
+    Unauthenticated: (401, "unauthenticated"),
+}
+
+
+def status_of(error: Exception) -> tuple[int, str]:
+    for kind in type(error).__mro__:
+        if kind in STATUSES:
+            return STATUSES[kind]
+    return 400, "bad_request"
+
+
+def error_response(status: int, code: str, detail: str) -> JSONResponse:
+    return JSONResponse(status_code=status, content={"error": code, "detail": detail})
