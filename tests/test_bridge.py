@@ -12,7 +12,7 @@ from coorm_bridge.adapters.base import AdapterError, JobSpec, NodeState, Reserva
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import parse_platform
-from coorm_bridge.core.model import Filter
+from coorm_bridge.core.model import Filter, Link
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.service.bridge import Bridge
@@ -378,3 +378,49 @@ def test_a_host_going_down_under_a_started_application_kills_it_and_frees_the_re
     site.step(T0 + 11)
     (other_start,) = site.events(other, "start")
     assert lost not in other_start.allocations["c2"].hosts
+
+
+def test_a_cluster_upgrade_and_a_new_link_reach_the_sessions_that_see_them(site):
+    both, only_c2 = site.subscribe(), site.subscribe(clusters=("c2",))
+    site.step(T0 + 1)
+    assert site.bridge.refresh_catalogue() == {}  # nothing changed: nobody is told anything
+    before = {sid: len(site.events(sid)) for sid in (both, only_c2)}
+
+    upgraded = site.adapter.upgrade("c1", speed=2.5, ram_per_host_mib=4096)
+    changes = site.bridge.refresh_catalogue()
+    assert [(c.cluster, c.kind) for cs in changes.values() for c in cs] == [("c1", "info")]
+    told = site.events(both)[before[both] :]
+    assert [(c.kind, c.info) for e in told for c in e.changes] == [("info", upgraded)]
+    assert len(site.events(only_c2)) == before[only_c2]
+    assert {c.name: c.speed for c in site.bridge.infos} == {"c1": 2.5, "c2": 1.0}
+
+    link = Link(clusters=("c1", "c2"), latency_s=0.002, bandwidth_bps=1e9)
+    site.adapter.set_links([link])
+    site.bridge.refresh_catalogue()
+    for sid in (both, only_c2):
+        last = site.events(sid)[-1]
+        assert last.type == "change"
+        assert {(c.cluster, c.kind, c.links) for c in last.changes} <= {
+            ("c1", "interconnect", (link,)),
+            ("c2", "interconnect", (link,)),
+        }
+    assert {c.cluster for c in site.events(both)[-1].changes} == {"c1", "c2"}
+    assert {c.cluster for c in site.events(only_c2)[-1].changes} == {"c2"}
+    assert site.bridge.interconnect.links == (link,)
+
+
+def test_a_batch_system_that_cannot_say_its_clusters_changes_nothing(site):
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    seen = len(site.events(sid))
+    site.adapter.upgrade("c1", speed=3.0)
+    original = site.adapter.clusters
+
+    def silent():
+        raise AdapterError("the controller does not answer")
+
+    site.adapter.clusters = silent
+    assert site.bridge.refresh_catalogue() == {}
+    assert len(site.events(sid)) == seen
+    site.adapter.clusters = original
+    assert list(site.bridge.refresh_catalogue()) == ["c1"]

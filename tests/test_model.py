@@ -24,7 +24,7 @@ from coorm_bridge.core.messages import (
     StartEvent,
     View,
 )
-from coorm_bridge.core.model import ClusterInfo, Request
+from coorm_bridge.core.model import ClusterInfo, Link, Request
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import AppState
 
@@ -239,6 +239,18 @@ def test_change_carries_a_profile_exactly_for_availability():
         with pytest.raises(ValidationError, match="profile"):
             build()
     refused("kind", lambda: Change(cluster="a", kind="weather"))
+
+
+def test_info_and_interconnect_changes_carry_only_their_own_news():
+    info = ClusterInfo(name="a", hosts=4, speed=2.0)
+    link = Link(clusters=("a", "b"), latency_s=0.001, bandwidth_bps=1e9)
+    assert Change(cluster="a", kind="info", info=info).info == info
+    assert Change(cluster="a", kind="interconnect", links=(link,)).links == (link,)
+    assert Change(cluster="a", kind="interconnect", links=()).links == ()  # no link left
+    with pytest.raises(ValidationError, match="cluster properties"):
+        Change(cluster="a", kind="interconnect", info=info)
+    with pytest.raises(ValidationError, match="links"):
+        Change(cluster="a", kind="info", links=(link,))
 
 
 # -- Events ------------------------------------------------------------------------------------

@@ -37,7 +37,7 @@ from coorm_bridge.adapters.mock.clock import Clock, VirtualClock, WallClock
 from coorm_bridge.adapters.mock.platform import PlatformSpec, SyntheticLoad, TraceLoad
 from coorm_bridge.adapters.mock.scheduler import LocalJobSpec, LocalScheduler
 from coorm_bridge.adapters.mock.swf import ReplayJob, read_swf, replay_jobs, synthetic_jobs
-from coorm_bridge.core.model import ClusterInfo, Interconnect
+from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
 
 #: JobSpec environment key giving a mock job's simulated run time in seconds (default: walltime).
 RUNTIME_KEY = "COORM_MOCK_RUNTIME"
@@ -202,6 +202,29 @@ class MockAdapter(Adapter):
         """A node goes down, is drained, or comes back, now or at ``at``."""
         self._sync()
         self._scheduler(cluster).set_node_state(host, state, at)
+
+    @_locked
+    def upgrade(self, cluster: str, /, **properties: object) -> ClusterInfo:
+        """The site changed a cluster's cores, RAM, scratch or speed (an upgrade, a new CPU
+        generation): what ``clusters()`` reports from now on. Its hosts stay as they are: take
+        hosts down with :meth:`set_node_state`."""
+        self._scheduler(cluster)
+        if "hosts" in properties or "name" in properties:
+            raise ValueError("a simulated cluster keeps its name and hosts")
+        specs = [
+            type(spec).model_validate({**spec.model_dump(), **properties})
+            if spec.name == cluster
+            else spec
+            for spec in self.spec.clusters
+        ]
+        self.spec = self.spec.model_copy(update={"clusters": tuple(specs)})
+        return next(s.info() for s in specs if s.name == cluster)
+
+    @_locked
+    def set_links(self, links: Iterable[Link]) -> None:
+        """The links between clusters changed (a new WAN link, a slower one): what
+        ``interconnect()`` reports from now on."""
+        self.spec = self.spec.model_copy(update={"links": tuple(links)})
 
     # -- internals ----------------------------------------------------------------------------
 

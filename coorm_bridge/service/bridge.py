@@ -17,10 +17,11 @@ from collections.abc import Callable, Mapping
 from pydantic import ValidationError
 
 from coorm_bridge.adapters.base import Adapter, AdapterError
-from coorm_bridge.core.messages import CAP, Event, View
+from coorm_bridge.core.messages import CAP, Change, Event, View
 from coorm_bridge.core.model import Filter, Request, describe
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.protocol import ClusterHealth, Health, SessionInfo, Subscribed
+from coorm_bridge.service.catalogue import catalogue_changes
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
 from coorm_bridge.service.passes import PassRunner, application_of
@@ -220,6 +221,32 @@ class Bridge:
         if done:
             log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
         return done
+
+    def refresh_catalogue(self) -> dict[str, list[Change]]:
+        """Re-read the clusters' properties and links; tell each session what changed on the
+        clusters it sees (CHANGE of kind ``info`` or ``interconnect``). Returns the changes.
+
+        The adapter is asked outside the lock: a slow batch system delays only this job."""
+        try:
+            infos = self.adapter.clusters()
+            interconnect = self.adapter.interconnect()
+        except AdapterError as error:
+            log.info("clusters' properties not re-read: %s", error)
+            return {}
+        with self._lock:
+            changes = catalogue_changes(self.infos, infos, self.interconnect, interconnect)
+            if not changes:
+                return {}
+            fresh = {info.name: info for info in infos}
+            self.infos = [fresh.get(info.name, info) for info in self.infos]
+            self.interconnect = interconnect
+            self.runner.announce(changes, self.now())
+            self.runner.trigger()
+        log.info(
+            "clusters changed: %s",
+            ", ".join(f"{c} ({k.kind})" for c, ks in changes.items() for k in ks),
+        )
+        return changes
 
     def availability(self) -> list[CAP]:
         """Free hosts per cluster after every session of the last pass: what a new subscriber

@@ -1,4 +1,5 @@
-"""The bridge's periodic work, on APScheduler: polling, passes, reconciliation, purging.
+"""The bridge's periodic work, on APScheduler: polling, passes, reconciliation (with a re-read of
+the clusters' properties and links), purging.
 
 Each cluster has its own polling job, so that one silent batch system never delays the others;
 after each poll the job is rescheduled with the poller's delay (backed off while the cluster does
@@ -97,6 +98,10 @@ class Loop:
             self.bridge.reconcile()
         except Exception:
             log.exception("reconciliation failed")
+        try:
+            self.bridge.refresh_catalogue()
+        except Exception:
+            log.exception("re-reading the clusters' properties failed")
 
     def _purge(self) -> None:
         removed = self.bridge.store.purge_finished(self.bridge.now() - KEEP_FINISHED)

@@ -11,7 +11,7 @@ the batch system's hint or the next poll), never reported as started.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, Final
 
@@ -291,6 +291,21 @@ class PassRunner:
             self._not_before[row.id] = max(hints, default=now + wait)
             self._failures[row.id] = 0
         self.trigger()
+
+    def announce(self, changes: Mapping[str, list[Change]], now: int) -> None:
+        """Tell every active session the changes of the clusters it sees (properties, links),
+        in one transaction."""
+        with self._batch():
+            for row in self.store.sessions(states=ACTIVE):
+                told = [change for c in row.clusters for change in changes.get(c, ())]
+                if told:
+                    event = {
+                        "type": "change",
+                        "time": now,
+                        "changes": told,
+                        "estimated_start": row.estimated_start,
+                    }
+                    self._emit(row.id, event)
 
     # -- endings ------------------------------------------------------------------------------
 
