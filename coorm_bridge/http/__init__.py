@@ -1,5 +1,6 @@
-"""HTTP API v1: wire types, the FastAPI application, its routes and the uvicorn server.
+"""HTTP API v1 over the service: the FastAPI application, its routes, the uvicorn server (Unix
+socket with peer credentials, or TCP with bearer tokens), errors as statuses, Prometheus metrics.
 
-This ``__init__`` imports nothing: :mod:`coorm_bridge.protocol` is what launchers import, and it
-must not drag FastAPI or uvicorn in.
+The bodies it exchanges are :mod:`coorm_bridge.protocol`, below the service, so that the service
+can answer with them and launchers can read them without loading FastAPI.
 """
