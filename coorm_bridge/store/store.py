@@ -2,50 +2,33 @@
 
 Every state change is written here *before* it is acknowledged to a launcher, so that after a
 ``kill -9`` and a restart nothing acknowledged is lost and launchers resume their event streams
-from the last sequence number they saw (DESIGN §5, §9).
+from the last sequence number they saw (DESIGN §5, §9). The file itself (WAL, transactions,
+snapshot reads) is :mod:`coorm_bridge.store.database`.
 
-Why these choices:
-
-- stdlib ``sqlite3`` in WAL mode: one file, no server, atomic multi-row transactions, and readers
-  (a CLI inspecting the state) never block the daemon's writer.
-- ``synchronous=FULL`` by default: a commit returns once the WAL is fsynced, so an acknowledged
-  write also survives a power cut. ``NORMAL`` still survives ``kill -9`` (the WAL is in the OS
-  cache) but may lose the last commits on an OS crash; it is several times faster.
-- One connection behind a re-entrant lock: the HTTP thread pool and the scheduler thread share
-  it, and a transaction holds the lock until it ends, so no other thread sees or joins it.
-- Rows are pydantic models validated before any write, so a value that cannot be meant (a
-  request on a cluster the session does not see, a waiting session without a request) is refused
-  instead of crashing every later policy pass that would read it back.
+Rows are pydantic models validated before any write, so a value that cannot be meant (a request
+on a cluster the session does not see, a waiting session without a request, a state change the
+state machine does not allow) is refused instead of crashing every later policy pass that would
+read it back.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-import threading
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from enum import Enum
-from pathlib import Path
-from typing import Any, Final, Literal, Self
+from typing import Final
 
 from coorm_bridge.core.messages import Event
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import FINAL, AppState, transition
+from coorm_bridge.store.database import Database, SchemaVersionError, StoreError
 from coorm_bridge.store.rows import (
     PlaceholderRow,
     PlaceholderStatus,
     SessionRow,
     new_session_id,
 )
-from coorm_bridge.store.schema import (
-    EVENTS,
-    SCHEMA,
-    SCHEMA_VERSION,
-    placeholder_row,
-    session_row,
-    to_sql,
-)
+from coorm_bridge.store.schema import EVENTS, placeholder_row, session_row, to_sql
 
 __all__ = [
     "PlaceholderRow",
@@ -56,16 +39,6 @@ __all__ = [
     "StoreError",
     "new_session_id",
 ]
-
-_BUSY_TIMEOUT_MS: Final = 10_000
-
-
-class StoreError(Exception):
-    """The store cannot be used as asked (unreadable file, closed store, misuse)."""
-
-
-class SchemaVersionError(StoreError):
-    """The file was written by another version of coorm-bridge: refuse rather than corrupt it."""
 
 
 class _Unset(Enum):
@@ -78,163 +51,8 @@ _UNSET: Final = _Unset.UNSET
 _UPDATABLE: Final = ("state", "request", "estimated_start", "started_at", "done_at", "alloc_end")
 
 
-class Store:
-    """The SQLite file behind the daemon. Thread-safe; use as a context manager or ``close()``."""
-
-    def __init__(
-        self, path: Path | str, *, synchronous: Literal["FULL", "NORMAL"] = "FULL"
-    ) -> None:
-        if synchronous not in ("FULL", "NORMAL"):
-            raise ValueError(f"synchronous must be 'FULL' or 'NORMAL', not {synchronous!r}")
-        self.path = Path(path)
-        self._lock = threading.RLock()
-        self._depth = 0
-        self._writer: int | None = None
-        """The thread inside the transaction (``_depth`` > 0), for :attr:`in_transaction`."""
-        self._closed = False
-        self._local = threading.local()
-        self._readers: list[sqlite3.Connection] = []
-        try:
-            self._conn = sqlite3.connect(self.path, check_same_thread=False, isolation_level=None)
-        except sqlite3.Error as error:
-            raise StoreError(f"cannot open the store {self.path}: {error}") from error
-        try:
-            self._setup(synchronous)
-        except sqlite3.Error as error:
-            self._conn.close()
-            raise StoreError(f"cannot use {self.path} as a store: {error}") from error
-        except BaseException:
-            self._conn.close()
-            raise
-
-    def _setup(self, synchronous: str) -> None:
-        conn = self._conn
-        conn.row_factory = sqlite3.Row
-        # PRAGMAs cannot be bound parameters; these values are constants checked above.
-        conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        self._schema_version()  # refuse before changing a file that may not be ours
-        mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
-        if mode != "wal" and str(self.path) != ":memory:":
-            raise StoreError(f"{self.path}: the file system refused WAL mode (got {mode!r})")
-        conn.execute(f"PRAGMA synchronous = {synchronous}")
-        conn.execute("PRAGMA foreign_keys = ON")
-        if self._schema_version() is not None:
-            return  # opening an existing store takes no write lock: the daemon may hold it
-        with self.transaction():  # check again: another process may have created it meanwhile
-            if self._schema_version() is None:
-                for statement in SCHEMA:
-                    conn.execute(statement)
-                conn.executemany(
-                    "INSERT INTO meta VALUES (?, ?)",
-                    [("schema_version", str(SCHEMA_VERSION)), ("last_ord", "0")],
-                )
-
-    def _schema_version(self) -> int | None:
-        """The file's schema version, None for an empty file; refuses anything else."""
-        found = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
-        tables = {row[0] for row in found}
-        if "meta" not in tables:
-            if tables:
-                raise StoreError(f"{self.path} is not a coorm-bridge store (no meta table)")
-            return None
-        row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        version = int(row[0]) if row and str(row[0]).isdigit() else 0
-        if version != SCHEMA_VERSION:
-            who = "a newer" if version > SCHEMA_VERSION else "an older"
-            raise SchemaVersionError(
-                f"{self.path} has schema version {version}, written by {who} coorm-bridge; this "
-                f"one reads version {SCHEMA_VERSION} only: run a matching coorm-bridge, or point "
-                "the configuration at another database"
-            )
-        return version
-
-    # -- life cycle and transactions ---------------------------------------------------------
-
-    def close(self) -> None:
-        """Close the file (idempotent); refused inside a transaction, which would be lost."""
-        with self._lock:
-            if self._depth:
-                raise StoreError("cannot close the store inside a transaction")
-            if not self._closed:
-                self._closed = True
-                self._conn.close()
-                for reader in self._readers:
-                    reader.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
-
-    @contextmanager
-    def transaction(self) -> Iterator[None]:
-        """Group writes atomically: all are committed when the outermost block exits, none if it
-        raises. A nested block joins the outer transaction through a savepoint, so an exception
-        it raises (and the caller catches) undoes its own writes only. Other threads wait for
-        the end of the block, so keep it short and never wait in it for another thread's store
-        call (a deadlock), nor for a batch system."""
-        with self._lock:
-            if self._closed:
-                raise StoreError(f"the store {self.path} is closed")
-            conn = self._conn
-            if self._depth == 0:
-                # IMMEDIATE takes the write lock now, not at the first write: no upgrade deadlock.
-                conn.execute("BEGIN IMMEDIATE")
-                self._depth, self._writer = 1, threading.get_ident()
-                try:
-                    yield
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if conn.in_transaction:
-                        conn.execute("ROLLBACK")
-                    raise
-                finally:
-                    self._depth, self._writer = 0, None
-            else:
-                conn.execute("SAVEPOINT nested")
-                self._depth += 1
-                try:
-                    yield
-                    conn.execute("RELEASE nested")
-                except BaseException:
-                    if conn.in_transaction:  # some I/O errors already rolled everything back
-                        conn.execute("ROLLBACK TO nested")
-                        conn.execute("RELEASE nested")
-                    raise
-                finally:
-                    self._depth -= 1
-
-    @property
-    def in_transaction(self) -> bool:
-        """Whether the calling thread is inside :meth:`transaction` (callers that are about to
-        wait for a batch system assert it is not)."""
-        return self._depth > 0 and self._writer == threading.get_ident()
-
-    def _read(self, sql: str, parameters: Iterable[object] = ()) -> list[Any]:
-        with self._lock:
-            if self._closed:
-                raise StoreError(f"the store {self.path} is closed")
-            return self._conn.execute(sql, tuple(parameters)).fetchall()
-
-    def _snapshot_read(self, sql: str, parameters: Iterable[object] = ()) -> list[Any]:
-        """Read committed data on this thread's own connection: in WAL mode it neither waits for
-        nor blocks the writer, so a thousand long polls never queue behind a policy pass."""
-        if str(self.path) == ":memory:":
-            return self._read(sql, parameters)
-        reader: sqlite3.Connection | None = getattr(self._local, "reader", None)
-        if reader is None:
-            with self._lock:
-                if self._closed:
-                    raise StoreError(f"the store {self.path} is closed")
-                reader = sqlite3.connect(self.path, check_same_thread=False)
-                reader.execute("PRAGMA query_only = ON")
-                self._readers.append(reader)
-            self._local.reader = reader
-        try:
-            return reader.execute(sql, tuple(parameters)).fetchall()
-        except sqlite3.ProgrammingError as error:  # closed under us by close()
-            raise StoreError(f"the store {self.path} is closed") from error
+class Store(Database):
+    """Sessions, events and placeholders in the database; thread-safe like it."""
 
     # -- sessions ----------------------------------------------------------------------------
 
