@@ -131,11 +131,7 @@ class SlurmAdapter(Adapter):
             raise AdapterError(
                 f"{binding.name}: reservation {spec.name} vanished", cluster=binding.name
             )
-        problem = None
-        if made.hosts != spec.size or len(made.host_names) != spec.size:
-            problem = f"{made.hosts} hosts instead of {spec.size}"
-        elif made.start != spec.start or made.end != spec.end:
-            problem = f"[{made.start}, {made.end}) instead of [{spec.start}, {spec.end})"
+        problem = spec.unmet_by(made)
         if problem is not None:
             if created:
                 self.delete_reservation(binding.name, spec.name)
