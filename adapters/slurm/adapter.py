@@ -25,8 +25,8 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
+from coorm_bridge.adapters.batch.estimate import estimate_starts
 from coorm_bridge.adapters.slurm.backend import Backend, Binding, SlurmFailure
-from coorm_bridge.adapters.slurm.estimate import estimate_starts
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.model import ClusterInfo, Interconnect
 
