@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.adapters.batch.backend import Backend
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
-from coorm_bridge.adapters.slurm.backend import Backend
+from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.pyslurm_backend import PyslurmBackend
 from coorm_bridge.adapters.slurm.rest_backend import RestBackend
@@ -28,7 +29,7 @@ def make_runner(settings: SlurmSettings) -> Runner:
     )
 
 
-def make_backend(settings: SlurmSettings) -> Backend:
+def make_backend(settings: SlurmSettings) -> Backend[SlurmBinding]:
     cli = CliBackend(make_runner(settings), timeout=settings.timeout)
     if settings.backend == "cli":
         return cli
