@@ -10,6 +10,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
+from coorm_bridge.adapters.registry import AdapterSettings
 from coorm_bridge.core.model import Frozen, Link, Name
 
 
@@ -22,10 +23,10 @@ class BatchCluster(Frozen):
     scratch_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
 
 
-class BatchSettings(Frozen):
+class BatchSettings(AdapterSettings):
     """``[[adapter.cluster]]`` tables, ``[[adapter.link]]`` tables."""
 
-    model_config = Frozen.model_config | {"populate_by_name": True}
+    model_config = AdapterSettings.model_config | {"populate_by_name": True}
 
     clusters: tuple[BatchCluster, ...] = Field(min_length=1, alias="cluster")
     links: tuple[Link, ...] = Field(default=(), alias="link")

@@ -100,7 +100,8 @@ def backend():
 
 @pytest.fixture
 def adapter(backend):
-    settings = BatchSettings(clusters=(BatchCluster(name="a", speed=2.0), BatchCluster(name="b")))
+    clusters = (BatchCluster(name="a", speed=2.0), BatchCluster(name="b"))
+    settings = BatchSettings(kind="memory", clusters=clusters)
     return Clocked(settings, backend, [Binding("a"), Binding("b")])
 
 
@@ -177,6 +178,6 @@ def test_a_request_the_back_end_refuses_to_build_is_a_configuration_error(adapte
 def test_unknown_clusters_and_unbound_clusters_are_named(adapter, backend):
     with pytest.raises(AdapterError, match=r"unknown cluster 'z' \(configured: a, b\)"):
         adapter.job_state("z", "1")
-    settings = BatchSettings(clusters=(BatchCluster(name="a"),))
+    settings = BatchSettings(kind="memory", clusters=(BatchCluster(name="a"),))
     with pytest.raises(AdapterError, match="clusters and bindings differ: b"):
         Clocked(settings, backend, [Binding("a"), Binding("b")])

@@ -32,7 +32,7 @@ from coorm_bridge.adapters.batch.backend import BatchFailure as SlurmFailure
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
-from coorm_bridge.adapters.slurm.factory import make_backend
+from coorm_bridge.adapters.slurm.plugin import make_backend
 from coorm_bridge.adapters.slurm.rest_backend import DIALECTS, RestBackend, parse_reservations
 from coorm_bridge.adapters.slurm.settings import RestSettings, SlurmCluster, SlurmSettings
 

@@ -25,7 +25,7 @@ from typing import IO
 import pytest
 
 from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, ReservationSpec, Unavailable
-from coorm_bridge.adapters.slurm.factory import make_slurm_adapter
+from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.runner import SshRunner, SshTarget
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings, SshSettings
 

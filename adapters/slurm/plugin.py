@@ -1,9 +1,10 @@
-"""From ``[adapter]`` settings to a ready SlurmAdapter with the back-end they name."""
+"""``[adapter]`` with ``kind = "slurm"``: a SlurmAdapter with the back-end the settings name."""
 
 from __future__ import annotations
 
 from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.batch.backend import Backend
+from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
@@ -41,5 +42,11 @@ def make_backend(settings: SlurmSettings) -> Backend[SlurmBinding]:
     return PyslurmBackend(settings, cli)
 
 
-def make_slurm_adapter(settings: SlurmSettings) -> SlurmAdapter:
+def make_slurm_adapter(
+    settings: SlurmSettings, context: AdapterContext | None = None
+) -> SlurmAdapter:
+    """The adapter; Slurm keeps all the state, so the daemon's context is not needed."""
     return SlurmAdapter(settings, make_backend(settings))
+
+
+PLUGIN = AdapterPlugin(kind="slurm", settings=SlurmSettings, create=make_slurm_adapter)
