@@ -1,5 +1,5 @@
 """The command-line back-end: ``squeue``/``sinfo --json``, ``scontrol``, ``sbatch``, ``scancel``,
-run here or on a front-end over SSH (see :mod:`~coorm_bridge.adapters.slurm.runner`).
+run here or on a front-end over SSH (see :mod:`~coorm_bridge.adapters.batch.runner`).
 
 Only command building (:mod:`~coorm_bridge.adapters.slurm.commands`) and parsing
 (:mod:`~coorm_bridge.adapters.slurm.parse`) are Slurm-specific; this module strings them together
@@ -14,9 +14,9 @@ from collections.abc import Sequence
 
 from coorm_bridge.adapters.base import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
+from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm import commands, parse
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
-from coorm_bridge.adapters.slurm.runner import Completed, Runner
 
 
 class CliBackend(Backend[SlurmBinding]):

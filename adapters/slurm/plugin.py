@@ -4,34 +4,18 @@ from __future__ import annotations
 
 from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.batch.backend import Backend
+from coorm_bridge.adapters.batch.runner import make_runner
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.pyslurm_backend import PyslurmBackend
 from coorm_bridge.adapters.slurm.rest_backend import RestBackend
-from coorm_bridge.adapters.slurm.runner import LocalRunner, Runner, SshRunner, SshTarget
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 
 
-def make_runner(settings: SlurmSettings) -> Runner:
-    ssh = settings.ssh
-    if ssh is None:
-        return LocalRunner()
-    return SshRunner(
-        SshTarget(
-            host=ssh.host,
-            port=ssh.port,
-            user=ssh.user,
-            key_file=ssh.key_file,
-            known_hosts=ssh.known_hosts,
-            connect_timeout=ssh.connect_timeout,
-        )
-    )
-
-
 def make_backend(settings: SlurmSettings) -> Backend[SlurmBinding]:
-    cli = CliBackend(make_runner(settings), timeout=settings.timeout)
+    cli = CliBackend(make_runner(settings.ssh), timeout=settings.timeout)
     if settings.backend == "cli":
         return cli
     if settings.backend == "rest":

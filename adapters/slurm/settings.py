@@ -11,7 +11,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
+from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings, SshSettings
 from coorm_bridge.core.model import Frozen, Name
 
 
@@ -24,18 +24,6 @@ class SlurmCluster(BatchCluster):
     """With slurmdbd: the Slurm cluster name, addressed with ``-M``."""
     partition: Name | None = None
     """Only this partition's nodes and jobs (default: the whole controller)."""
-
-
-class SshSettings(Frozen):
-    """``[adapter.ssh]``: run the commands on a front-end instead of here."""
-
-    host: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")
-    port: Annotated[int, Field(ge=1, le=65535, strict=True)] = 22
-    user: Name | None = None
-    key_file: Path | None = None
-    known_hosts: Path | None = None
-    """Host keys to trust besides ~/.ssh/known_hosts; an unknown host key is refused."""
-    connect_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
 
 
 class RestSettings(Frozen):
