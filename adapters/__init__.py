@@ -1,7 +1,8 @@
 """Batch-system adapters, installed as ``coorm_bridge.adapters``.
 
 :mod:`coorm_bridge.adapters.base` defines the interface every adapter implements (mock, Slurm,
-OAR) and the typed errors the bridge reacts to.
+OAR) and the typed errors the bridge reacts to; :mod:`.registry` finds adapters by kind among
+installed plug-ins; :mod:`.batch` is the generic part of every batch-system adapter.
 """
 
 from coorm_bridge.adapters.base import (

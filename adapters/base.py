@@ -162,6 +162,27 @@ class ReservationSpec(Frozen):
     def size(self) -> int:
         return len(self.host_names) or self.hosts
 
+    def unmet_by(self, made: Reservation | ReservationHandle) -> str | None:
+        """Why what the batch system made is not what was asked, None when it is.
+
+        Batch systems do not always say no: Slurm 22.05 makes a smaller reservation than asked
+        when a partition is short, and a start may be rounded. One check for everyone who asks
+        (adapters reading back, co-allocation, placement): this name, exactly :attr:`size`
+        distinct hosts (the named ones, when named), this start, and no earlier end.
+        """
+        if made.name != self.name:
+            return f"a reservation named {made.name} instead of {self.name}"
+        hosts = set(made.host_names)
+        counted = made.hosts if isinstance(made, Reservation) else len(hosts)
+        for number in (counted, len(hosts)):
+            if number != self.size:
+                return f"{number} hosts instead of {self.size}"
+        if self.host_names and hosts != set(self.host_names):
+            return f"hosts {sorted(hosts)} instead of {sorted(self.host_names)}"
+        if made.start != self.start or made.end < self.end:
+            return f"[{made.start}, {made.end}) instead of [{self.start}, {self.end})"
+        return None
+
 
 class ReservationHandle(Frozen):
     """A reservation as the batch system made it (hosts chosen, times possibly rounded)."""

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from coorm_bridge.adapters.registry import installed
 from coorm_bridge.paths import runtime_dir
 from coorm_bridge.service.config import (
     MIN_TOKEN_LENGTH,
@@ -122,3 +123,31 @@ def test_rest_cannot_address_clusters_with_dash_m():
     )
     with pytest.raises(ConfigError, match="need backend = 'cli'"):
         parse_config(text, source="site.toml")
+
+
+def test_an_unknown_adapter_kind_names_the_file_the_key_and_the_installed_kinds(tmp_path):
+    path = tmp_path / "site.toml"
+    path.write_text('[adapter]\nkind = "lsf"\n')
+    with pytest.raises(ConfigError) as caught:
+        load_config(path)
+    message = str(caught.value)
+    kinds = ", ".join(installed())
+    assert message == (
+        f"{path}: adapter.kind: no adapter of kind 'lsf' is installed (installed: {kinds})"
+    )
+    assert {"mock", "slurm"} <= set(installed())
+
+
+def test_relative_paths_are_resolved_in_any_adapter_table(tmp_path):
+    text = (
+        '[adapter]\nkind = "slurm"\nbackend = "rest"\n'
+        '[adapter.ssh]\nhost = "front"\nkey_file = "keys/id"\nknown_hosts = "/etc/ssh/known"\n'
+        '[adapter.rest]\nurl = "https://rest:6820"\ntoken_file = "jwt"\n'
+        '[[adapter.cluster]]\nname = "a"\nslurm_conf = "a.conf"\n'
+        '[[adapter.cluster]]\nname = "b"\n'
+    )
+    adapter = parse_config(text, source="site.toml", base_dir=tmp_path).adapter
+    assert adapter.ssh.key_file == tmp_path / "keys" / "id"
+    assert adapter.ssh.known_hosts == Path("/etc/ssh/known")
+    assert adapter.rest.token_file == tmp_path / "jwt"
+    assert [c.slurm_conf for c in adapter.clusters] == [tmp_path / "a.conf", None]

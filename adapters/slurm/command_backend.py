@@ -1,5 +1,5 @@
 """The command-line back-end: ``squeue``/``sinfo --json``, ``scontrol``, ``sbatch``, ``scancel``,
-run here or on a front-end over SSH (see :mod:`~coorm_bridge.adapters.slurm.runner`).
+run here or on a front-end over SSH (see :mod:`~coorm_bridge.adapters.batch.runner`).
 
 Only command building (:mod:`~coorm_bridge.adapters.slurm.commands`) and parsing
 (:mod:`~coorm_bridge.adapters.slurm.parse`) are Slurm-specific; this module strings them together
@@ -13,59 +13,51 @@ import json
 from collections.abc import Sequence
 
 from coorm_bridge.adapters.base import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
+from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
+from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm import commands, parse
-from coorm_bridge.adapters.slurm.backend import Backend, Binding, Hardware, SlurmFailure
-from coorm_bridge.adapters.slurm.runner import Completed, Runner
-
-#: Phrases of Slurm's client errors that mean "the controller did not answer".
-UNREACHABLE = (
-    "Unable to contact slurm controller",
-    "Socket timed out",
-    "Connection refused",
-    "Zero Bytes were transmitted",
-    "Transport endpoint is not connected",
-)
+from coorm_bridge.adapters.slurm.binding import SlurmBinding
 
 
-class CliBackend(Backend):
+class CliBackend(Backend[SlurmBinding]):
     def __init__(self, runner: Runner, timeout: float = 30) -> None:
         self.runner = runner
         self.timeout = timeout
 
-    def _run(self, binding: Binding, argv: Sequence[str], *, utc: bool = True) -> Completed:
+    def _run(self, binding: SlurmBinding, argv: Sequence[str], *, utc: bool = True) -> Completed:
         env = {**binding.env, **commands.ENV} if utc else binding.env
         done = self.runner.run(argv, env=env, timeout=self.timeout)
         if not done.ok:
             message = (done.stderr or done.stdout).strip() or f"{argv[0]} exit {done.returncode}"
-            if any(phrase in message for phrase in UNREACHABLE):
-                raise SlurmFailure("unreachable", message)
-            raise SlurmFailure(parse.classify_error(message), message)
+            raise BatchFailure(parse.classify_error(message), message)
         return done
 
     @staticmethod
-    def _target(binding: Binding) -> commands.Target:
+    def _target(binding: SlurmBinding) -> commands.Target:
         return commands.Target(cluster=binding.cluster, partition=binding.partition)
 
-    def hardware(self, binding: Binding) -> Hardware:
+    def hardware(self, binding: SlurmBinding) -> Hardware:
         done = self._run(binding, commands.sinfo_json(self._target(binding)))
         try:
             nodes = json.loads(done.stdout)["nodes"]
         except (ValueError, KeyError, TypeError) as error:
-            raise SlurmFailure("other", f"sinfo --json: unreadable answer: {error}") from error
+            raise BatchFailure("other", f"sinfo --json: unreadable answer: {error}") from error
         seen = {
             n["name"]: n
             for n in nodes
             if binding.partition is None or binding.partition in n.get("partitions", ())
         }
         if not seen:
-            raise SlurmFailure("other", f"no node in {binding.partition or 'the cluster'}")
+            raise BatchFailure("other", f"no node in {binding.partition or 'the cluster'}")
         return Hardware(
             hosts=len(seen),
-            cores_per_host=min(_number(n.get("cpus")) for n in seen.values()),
-            ram_per_host_mib=min(_number(n.get("real_memory")) for n in seen.values()),
+            cores_per_host=min(parse.number(n.get("cpus")) or 0 for n in seen.values()),
+            ram_per_host_mib=min(parse.number(n.get("real_memory")) or 0 for n in seen.values()),
         )
 
-    def read(self, binding: Binding, now: int) -> tuple[list[Node], list[Job], list[Reservation]]:
+    def read(
+        self, binding: SlurmBinding, now: int
+    ) -> tuple[list[Node], list[Job], list[Reservation]]:
         target = self._target(binding)
         nodes = parse.parse_sinfo(
             self._run(binding, commands.sinfo_json(target)).stdout, binding.partition
@@ -78,36 +70,36 @@ class CliBackend(Backend):
         reservations = parse.parse_reservations(text, binding.partition, nodes=names)
         return nodes, jobs, reservations
 
-    def reservation(self, binding: Binding, name: str) -> Reservation | None:
+    def reservation(self, binding: SlurmBinding, name: str) -> Reservation | None:
         text = self._run(binding, commands.show_reservations(self._target(binding))).stdout
         found = [r for r in parse.parse_reservations(text, None) if r.name == name]
         return found[0] if found else None
 
-    def create_reservation(self, binding: Binding, spec: ReservationSpec) -> None:
+    def create_reservation(self, binding: SlurmBinding, spec: ReservationSpec) -> None:
         self._run(binding, commands.create_reservation(self._target(binding), spec))
 
     def update_reservation(
-        self, binding: Binding, spec: ReservationSpec, *, begun: bool = False
+        self, binding: SlurmBinding, spec: ReservationSpec, *, begun: bool = False
     ) -> None:
         argv = commands.update_reservation(self._target(binding), spec, begun=begun)
         self._run(binding, argv)
 
-    def delete_reservation(self, binding: Binding, name: str) -> None:
+    def delete_reservation(self, binding: SlurmBinding, name: str) -> None:
         self._run(binding, commands.delete_reservation(self._target(binding), name))
 
-    def submit(self, binding: Binding, job: JobSpec) -> str:
+    def submit(self, binding: SlurmBinding, job: JobSpec) -> str:
         # Not in UTC: sbatch hands its environment to the job, which should keep the site's zone.
         done = self._run(binding, commands.sbatch(self._target(binding), job), utc=False)
         # --parsable prints "ID" or "ID;cluster".
         return parse.parse_job_id(done.stdout)
 
-    def cancel(self, binding: Binding, job_id: str) -> None:
+    def cancel(self, binding: SlurmBinding, job_id: str) -> None:
         self._run(binding, commands.scancel(self._target(binding), job_id))
 
-    def job_state(self, binding: Binding, job_id: str) -> JobState:
+    def job_state(self, binding: SlurmBinding, job_id: str) -> JobState:
         try:
             done = self._run(binding, commands.job_state(self._target(binding), job_id))
-        except SlurmFailure as failure:
+        except BatchFailure as failure:
             if failure.kind == "no_such_job":  # long finished: Slurm has forgotten it
                 return JobState.UNKNOWN
             raise
@@ -115,10 +107,3 @@ class CliBackend(Backend):
 
     def close(self) -> None:
         self.runner.close()
-
-
-def _number(value: object) -> int:
-    """22.05 prints plain numbers; later versions ``{"set": .., "number": ..}``."""
-    if isinstance(value, dict):
-        value = value.get("number", 0)
-    return int(value) if isinstance(value, int | float) else 0

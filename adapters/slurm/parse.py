@@ -27,13 +27,14 @@ import json
 import re
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Final, Literal
+from typing import Any, Final
 
 import hostlist  # type: ignore[import-untyped]
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
+from coorm_bridge.adapters.batch.backend import ErrorKind
 from coorm_bridge.core.model import NAME_PATTERN, describe
 
 #: The walltime of a job without limit (time_limit null, 0, INFINITE or unset): one year, the
@@ -369,9 +370,6 @@ def parse_reservations(
 
 
 # --- one-line answers and errors -----------------------------------------------------------------
-
-ErrorKind = Literal["unreachable", "busy", "overlap", "in_use", "invalid_time", "invalid_user",
-                    "no_such_reservation", "no_such_job", "other"]  # fmt: skip
 
 #: Slurm 22.05's messages (libslurm's error strings and scontrol's own), first match wins.
 _ERROR_TEXTS: Final[tuple[tuple[str, ErrorKind], ...]] = (

@@ -23,9 +23,10 @@ from typing import Any
 
 from coorm_bridge.adapters.base import AdapterError, Job, JobSpec, JobState, Node, Reservation
 from coorm_bridge.adapters.base import ReservationSpec as Spec
+from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
 from coorm_bridge.adapters.slurm import parse
-from coorm_bridge.adapters.slurm.backend import Backend, Binding, Hardware, SlurmFailure
-from coorm_bridge.adapters.slurm.command_backend import CliBackend, _number
+from coorm_bridge.adapters.slurm.binding import SlurmBinding
+from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 
 _VERSION = re.compile(r"(\d+)\.(\d+)")
@@ -86,7 +87,7 @@ def pyslurm_status() -> tuple[bool, str]:
     return compare_versions(version, running)
 
 
-class PyslurmBackend(Backend):
+class PyslurmBackend(Backend[SlurmBinding]):
     """Reads with pyslurm (one controller: the process's SLURM_CONF), writes with ``cli``."""
 
     def __init__(self, settings: SlurmSettings, cli: CliBackend) -> None:
@@ -116,23 +117,25 @@ class PyslurmBackend(Backend):
                 return read()
         except Exception as error:  # a C extension: any error fails the read
             message = str(error.args[0] if error.args else error) or type(error).__name__
-            raise SlurmFailure(parse.classify_error(message), f"pyslurm: {message}") from error
+            raise BatchFailure(parse.classify_error(message), f"pyslurm: {message}") from error
 
     def _nodes(self) -> dict[str, dict[str, Any]]:
         return self._call(lambda: dict(self.pyslurm.node().get()))
 
-    def hardware(self, binding: Binding) -> Hardware:
+    def hardware(self, binding: SlurmBinding) -> Hardware:
         part, every = binding.partition, self._nodes().values()
         nodes = [n for n in every if part is None or part in (n.get("partitions") or ())]
         if not nodes:
-            raise SlurmFailure("other", f"no node in {binding.partition or 'the cluster'}")
+            raise BatchFailure("other", f"no node in {binding.partition or 'the cluster'}")
         return Hardware(
             hosts=len(nodes),
-            cores_per_host=min(_number(n.get("cpus")) for n in nodes),
-            ram_per_host_mib=min(_number(n.get("real_memory")) for n in nodes),
+            cores_per_host=min(parse.number(n.get("cpus")) or 0 for n in nodes),
+            ram_per_host_mib=min(parse.number(n.get("real_memory")) or 0 for n in nodes),
         )
 
-    def read(self, binding: Binding, now: int) -> tuple[list[Node], list[Job], list[Reservation]]:
+    def read(
+        self, binding: SlurmBinding, now: int
+    ) -> tuple[list[Node], list[Job], list[Reservation]]:
         # pyslurm's dicts in the shapes of ``sinfo --json`` and ``squeue --json`` (22.05).
         records = [
             {"name": n.get("name") or name, "state": n.get("state") or "", "state_flags": [],
@@ -158,9 +161,9 @@ class PyslurmBackend(Backend):
             reservation = parse.reservation_of(
                 str(name),
                 r.get("node_list"),
-                _number(r.get("node_cnt")),
-                _number(r.get("start_time")),
-                _number(r.get("end_time")),
+                parse.number(r.get("node_cnt")),
+                parse.number(r.get("start_time")),
+                parse.number(r.get("end_time")),
                 ",".join(r.get("users") or ()),
                 in_partition=partition is None or r.get("partition") == partition,
                 nodes=nodes,
@@ -170,26 +173,26 @@ class PyslurmBackend(Backend):
                 found.append(reservation)
         return found
 
-    def reservation(self, binding: Binding, name: str) -> Reservation | None:
+    def reservation(self, binding: SlurmBinding, name: str) -> Reservation | None:
         return next((r for r in self._reservations(None, set()) if r.name == name), None)
 
     # Writes, submissions and single job states: the commands.
-    def create_reservation(self, binding: Binding, spec: Spec) -> None:
+    def create_reservation(self, binding: SlurmBinding, spec: Spec) -> None:
         self.cli.create_reservation(binding, spec)
 
-    def update_reservation(self, binding: Binding, spec: Spec, *, begun: bool = False) -> None:
+    def update_reservation(self, binding: SlurmBinding, spec: Spec, *, begun: bool = False) -> None:
         self.cli.update_reservation(binding, spec, begun=begun)
 
-    def delete_reservation(self, binding: Binding, name: str) -> None:
+    def delete_reservation(self, binding: SlurmBinding, name: str) -> None:
         self.cli.delete_reservation(binding, name)
 
-    def submit(self, binding: Binding, job: JobSpec) -> str:
+    def submit(self, binding: SlurmBinding, job: JobSpec) -> str:
         return self.cli.submit(binding, job)
 
-    def cancel(self, binding: Binding, job_id: str) -> None:
+    def cancel(self, binding: SlurmBinding, job_id: str) -> None:
         self.cli.cancel(binding, job_id)
 
-    def job_state(self, binding: Binding, job_id: str) -> JobState:
+    def job_state(self, binding: SlurmBinding, job_id: str) -> JobState:
         return self.cli.job_state(binding, job_id)
 
     def close(self) -> None:

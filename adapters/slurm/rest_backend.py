@@ -37,8 +37,9 @@ import requests
 from requests_unixsocket.adapters import UnixAdapter
 
 from coorm_bridge.adapters.base import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
+from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, ErrorKind, Hardware
 from coorm_bridge.adapters.slurm import parse
-from coorm_bridge.adapters.slurm.backend import Backend, Binding, Hardware, SlurmFailure
+from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.settings import RestSettings
 
 T = TypeVar("T")
@@ -79,8 +80,10 @@ class _SocketAdapter(UnixAdapter):
         return super().get_connection(f"{parts.scheme}://{parts.netloc}/", proxies)  # type: ignore[no-untyped-call]
 
 
-class RestBackend(Backend):
-    def __init__(self, settings: RestSettings, cli: Backend, timeout: float = 30) -> None:
+class RestBackend(Backend[SlurmBinding]):
+    def __init__(
+        self, settings: RestSettings, cli: Backend[SlurmBinding], timeout: float = 30
+    ) -> None:
         self.settings = settings
         self.cli = cli
         self.timeout = timeout
@@ -97,7 +100,7 @@ class RestBackend(Backend):
 
     # -- reading ------------------------------------------------------------------------------
 
-    def dialect(self, binding: Binding | None = None) -> Dialect:
+    def dialect(self, binding: SlurmBinding | None = None) -> Dialect:
         """The API version used, detected at first use (a binding with -M is refused)."""
         if binding is not None:
             self._commands(binding)
@@ -114,15 +117,15 @@ class RestBackend(Backend):
             have = ", ".join(f"v0.0.{n}" for n in offered) or "no slurm/v0.0.NN API"
             want = ", ".join(d.version for d in DIALECTS.values())
             message = f"slurmrestd {self.settings.url} offers {have}; this bridge reads {want}"
-            raise SlurmFailure("other", message)
+            raise BatchFailure("other", message)
         return DIALECTS[max(usable)]
 
-    def hardware(self, binding: Binding) -> Hardware:
+    def hardware(self, binding: SlurmBinding) -> Hardware:
         d, partition = self.dialect(binding), binding.partition
         nodes = (self._document(d.path(d.nodes)) or {}).get("nodes") or []
         seen = [n for n in nodes if partition is None or partition in (n.get("partitions") or ())]
         if not seen:
-            raise SlurmFailure("other", f"no node in {partition or 'the cluster'}")
+            raise BatchFailure("other", f"no node in {partition or 'the cluster'}")
         keys = ("cpus", "real_memory")
         cores, ram = _checked(
             d.nodes, lambda: [min(parse.number(n.get(k)) or 0 for n in seen) for k in keys]
@@ -130,7 +133,9 @@ class RestBackend(Backend):
         return Hardware(hosts=len({n.get("name") for n in seen}), cores_per_host=cores,
                         ram_per_host_mib=ram)  # fmt: skip
 
-    def read(self, binding: Binding, now: int) -> tuple[list[Node], list[Job], list[Reservation]]:
+    def read(
+        self, binding: SlurmBinding, now: int
+    ) -> tuple[list[Node], list[Job], list[Reservation]]:
         d, p = self.dialect(binding), binding.partition
         nodes = _checked(d.nodes, lambda: parse.parse_sinfo(self._get(d.path(d.nodes)), p))
         jobs = _checked(d.jobs, lambda: parse.parse_squeue(self._get(d.path(d.jobs)), p, now=now))
@@ -138,14 +143,14 @@ class RestBackend(Backend):
         reservations = _checked(d.reservations, lambda: parse_reservations(document, p, names))
         return nodes, jobs, reservations
 
-    def reservation(self, binding: Binding, name: str) -> Reservation | None:
+    def reservation(self, binding: SlurmBinding, name: str) -> Reservation | None:
         d = self.dialect(binding)
         path = d.path(d.reservation, name=name)
         document = self._document(path, missing="no_such_reservation") or {}
         found = _checked(path, lambda: parse_reservations(document))
         return next((r for r in found if r.name == name), None)
 
-    def job_state(self, binding: Binding, job_id: str) -> JobState:
+    def job_state(self, binding: SlurmBinding, job_id: str) -> JobState:
         d = self.dialect(binding)
         if not (job_id.isascii() and job_id.isdigit()):  # an array task, or invalid: commands
             return self.cli.job_state(binding, job_id)
@@ -157,26 +162,26 @@ class RestBackend(Backend):
 
     # -- writing: the commands (before v0.0.43, slurmrestd cannot write reservations) ---------
 
-    def _commands(self, binding: Binding) -> Backend:
+    def _commands(self, binding: SlurmBinding) -> Backend[SlurmBinding]:
         if binding.cluster is not None:
-            raise SlurmFailure("other", _NO_CLUSTERS.format(binding=binding))
+            raise BatchFailure("other", _NO_CLUSTERS.format(binding=binding))
         return self.cli
 
-    def create_reservation(self, binding: Binding, spec: ReservationSpec) -> None:
+    def create_reservation(self, binding: SlurmBinding, spec: ReservationSpec) -> None:
         self._commands(binding).create_reservation(binding, spec)
 
     def update_reservation(
-        self, binding: Binding, spec: ReservationSpec, *, begun: bool = False
+        self, binding: SlurmBinding, spec: ReservationSpec, *, begun: bool = False
     ) -> None:
         self._commands(binding).update_reservation(binding, spec, begun=begun)
 
-    def delete_reservation(self, binding: Binding, name: str) -> None:
+    def delete_reservation(self, binding: SlurmBinding, name: str) -> None:
         self._commands(binding).delete_reservation(binding, name)
 
-    def submit(self, binding: Binding, job: JobSpec) -> str:
+    def submit(self, binding: SlurmBinding, job: JobSpec) -> str:
         return self._commands(binding).submit(binding, job)
 
-    def cancel(self, binding: Binding, job_id: str) -> None:
+    def cancel(self, binding: SlurmBinding, job_id: str) -> None:
         self._commands(binding).cancel(binding, job_id)
 
     def close(self) -> None:
@@ -191,14 +196,14 @@ class RestBackend(Backend):
             answer = self._http.get(f"{self._base}/{path}", headers=self._headers(),
                                     timeout=self.timeout)  # fmt: skip
         except requests.exceptions.SSLError as error:
-            raise SlurmFailure("other", f"{where}: TLS failure: {error}") from error
+            raise BatchFailure("other", f"{where}: TLS failure: {error}") from error
         except (requests.ConnectionError, requests.Timeout) as error:
-            raise SlurmFailure("unreachable", f"{where}: no answer: {error}") from error
+            raise BatchFailure("unreachable", f"{where}: no answer: {error}") from error
         except requests.RequestException as error:
-            raise SlurmFailure("other", f"{where}: {error}") from error
+            raise BatchFailure("other", f"{where}: {error}") from error
         status = answer.status_code
         if status in (401, 403):
-            raise SlurmFailure("other", f"{where}: HTTP {status}, credentials refused: "
+            raise BatchFailure("other", f"{where}: HTTP {status}, credentials refused: "
                                         f"{self._credentials()}")  # fmt: skip
         if status < 300:
             return answer.content
@@ -210,20 +215,20 @@ class RestBackend(Backend):
         if not self._unix and "Unspecified error" in message:
             message += f" (also 22.05's answer to a bad or expired JWT: {self._credentials()})"
         kind = "unreachable" if status in _NO_ANSWER else parse.classify_error(message)
-        raise SlurmFailure(kind, f"{where}: HTTP {status}: {message}")
+        raise BatchFailure(kind, f"{where}: HTTP {status}: {message}")
 
-    def _document(self, path: str, missing: parse.ErrorKind | None = None) -> dict[str, Any] | None:
+    def _document(self, path: str, missing: ErrorKind | None = None) -> dict[str, Any] | None:
         """A small JSON answer, its ``errors`` raised; None for a failure of kind ``missing``."""
         try:
             document = _checked(path, lambda: json.loads(self._get(path)))
             if message := _errors(document):
-                raise SlurmFailure(parse.classify_error(message), f"slurmrestd {path}: {message}")
-        except SlurmFailure as failure:
+                raise BatchFailure(parse.classify_error(message), f"slurmrestd {path}: {message}")
+        except BatchFailure as failure:
             if failure.kind != missing:
                 raise
             return None
         if not isinstance(document, dict):
-            raise SlurmFailure("other", f"slurmrestd {path}: the answer is not an object")
+            raise BatchFailure("other", f"slurmrestd {path}: the answer is not an object")
         return document
 
     def _headers(self) -> dict[str, str]:
@@ -234,7 +239,7 @@ class RestBackend(Backend):
         try:
             token = path.read_text().strip().removeprefix("SLURM_JWT=").strip()
         except OSError as error:
-            raise SlurmFailure("other", f"[adapter.rest] token_file {path}: {error}") from error
+            raise BatchFailure("other", f"[adapter.rest] token_file {path}: {error}") from error
         user = self.settings.user or _token_user(token)
         return {"X-SLURM-USER-TOKEN": token} | ({"X-SLURM-USER-NAME": user} if user else {})
 
@@ -282,12 +287,12 @@ def _errors(document: Any) -> str:
 
 
 def _checked(what: str, parsing: Callable[[], T]) -> T:
-    """A parser's ValueError as a SlurmFailure (classified: it may quote Slurm's errors)."""
+    """A parser's ValueError as a BatchFailure (classified: it may quote Slurm's errors)."""
     try:
         return parsing()
     except ValueError as error:
         message = f"slurmrestd {what}: {error}"
-        raise SlurmFailure(parse.classify_error(str(error)), message) from error
+        raise BatchFailure(parse.classify_error(str(error)), message) from error
 
 
 def _token_user(token: str) -> str | None:

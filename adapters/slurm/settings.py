@@ -11,34 +11,19 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.core.model import Frozen, Link, Name
+from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings, SshSettings
+from coorm_bridge.core.model import Frozen, Name
 
 
-class SlurmCluster(Frozen):
-    """``[[adapter.cluster]]``: one cluster as launchers see it."""
+class SlurmCluster(BatchCluster):
+    """``[[adapter.cluster]]``: one cluster as launchers see it, and where it is in Slurm."""
 
-    name: Name
     slurm_conf: Path | None = None
     """This controller's slurm.conf (exported as SLURM_CONF for its commands)."""
     cluster: Name | None = None
     """With slurmdbd: the Slurm cluster name, addressed with ``-M``."""
     partition: Name | None = None
     """Only this partition's nodes and jobs (default: the whole controller)."""
-    speed: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    """Relative host speed, for selectors (Slurm does not know it)."""
-    scratch_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
-
-
-class SshSettings(Frozen):
-    """``[adapter.ssh]``: run the commands on a front-end instead of here."""
-
-    host: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")
-    port: Annotated[int, Field(ge=1, le=65535, strict=True)] = 22
-    user: Name | None = None
-    key_file: Path | None = None
-    known_hosts: Path | None = None
-    """Host keys to trust besides ~/.ssh/known_hosts; an unknown host key is refused."""
-    connect_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
 
 
 class RestSettings(Frozen):
@@ -51,10 +36,8 @@ class RestSettings(Frozen):
     """A file holding the JWT (``scontrol token``); needed over TCP."""
 
 
-class SlurmSettings(Frozen):
+class SlurmSettings(BatchSettings):
     """``[adapter]`` for Slurm: ``[[adapter.cluster]]`` tables, ``[[adapter.link]]`` tables."""
-
-    model_config = Frozen.model_config | {"populate_by_name": True}
 
     kind: Literal["slurm"] = "slurm"
     backend: Literal["cli", "rest", "pyslurm"] = "cli"
@@ -65,14 +48,9 @@ class SlurmSettings(Frozen):
     rest: RestSettings | None = None
     timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
     """Seconds a command may take before the controller counts as not answering."""
-    links: tuple[Link, ...] = Field(default=(), alias="link")
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        names = [c.name for c in self.clusters]
-        twice = sorted({n for n in names if names.count(n) > 1})
-        if twice:
-            raise ValueError(f"cluster names repeat: {', '.join(twice)}")
         if self.backend == "rest" and self.rest is None:
             raise ValueError("backend = 'rest' needs an [adapter.rest] table")
         if self.backend == "rest" and any(c.cluster for c in self.clusters):

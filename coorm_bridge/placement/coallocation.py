@@ -99,7 +99,7 @@ def hold(
             # but the others' passes must go on.
             raise _rolled_back(adapter, taken, f"{cluster} failed: {error}") from error
         taken.handles[cluster] = handle
-        problem = _mismatch(handle, spec)
+        problem = spec.unmet_by(handle)
         if problem:
             raise _rolled_back(adapter, taken, f"{cluster} made {problem}")
     return taken.handles
@@ -114,16 +114,6 @@ def release(adapter: Adapter, handles: Mapping[str, ReservationHandle]) -> list[
         except AdapterError:
             left.append((cluster, handle.name))
     return left
-
-
-def _mismatch(handle: ReservationHandle, spec: ReservationSpec) -> str | None:
-    if handle.name != spec.name:
-        return f"a reservation named {handle.name} instead of {spec.name}"
-    if len(handle.host_names) != spec.size:
-        return f"{len(handle.host_names)} hosts instead of {spec.size}"
-    if handle.start != spec.start or handle.end < spec.end:
-        return f"[{handle.start}, {handle.end}) instead of [{spec.start}, {spec.end})"
-    return None
 
 
 def _rolled_back(

@@ -87,11 +87,9 @@ class Placeholders:
                 name=old.name, start=want_start, end=end, hosts=hosts, users=(row.owner,)
             )
             handle = self.adapter.update_reservation(cluster, spec)
-            if len(handle.host_names) != hosts or handle.end < end:
-                raise AdapterError(
-                    f"{cluster} made {len(handle.host_names)} hosts until "
-                    f"{handle.end} instead of {hosts} until {end}"
-                )
+            problem = spec.unmet_by(handle)
+            if problem is not None:
+                raise AdapterError(f"{cluster} made {problem}")
             held[cluster] = self.record(row.id, handle, HELD)
         return held
 

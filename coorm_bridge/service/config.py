@@ -10,12 +10,20 @@ from __future__ import annotations
 
 import stat
 import tomllib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Self, TypeVar
 
-from pydantic import Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    SerializeAsAny,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
-from coorm_bridge.adapters.slurm.settings import SlurmSettings
+from coorm_bridge.adapters.registry import AdapterSettings, read_settings
 from coorm_bridge.core.model import Frozen, Name, describe
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.paths import default_socket, state_dir
@@ -65,8 +73,12 @@ class BridgeSettings(Frozen):
         return self.socket or default_socket()
 
     @property
+    def state_path(self) -> Path:
+        return self.state_dir or state_dir()
+
+    @property
     def database(self) -> Path:
-        return (self.state_dir or state_dir()) / "bridge.sqlite"
+        return self.state_path / "bridge.sqlite"
 
 
 class PlacementSettings(Frozen):
@@ -80,17 +92,8 @@ class PlacementSettings(Frozen):
     """Seconds between two snapshots of a cluster (backed off while it does not answer)."""
 
 
-class MockSettings(Frozen):
-    """``[adapter]`` with ``kind = "mock"``: the simulated platform."""
-
-    kind: Literal["mock"] = "mock"
-    platform: Path | None = None
-    """Platform file; None: the packaged default (three clusters)."""
-    speedup: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    """Simulated seconds per real second."""
-
-
-AdapterSettings = Annotated[MockSettings | SlurmSettings, Field(discriminator="kind")]
+def _default_adapter() -> AdapterSettings:
+    return read_settings({})
 
 
 class Config(Frozen):
@@ -99,9 +102,16 @@ class Config(Frozen):
     bridge: BridgeSettings = BridgeSettings()
     policy: PolicyConfig = PolicyConfig()
     placement: PlacementSettings = PlacementSettings()
-    adapter: AdapterSettings = MockSettings()
+    adapter: SerializeAsAny[AdapterSettings] = Field(default_factory=_default_adapter)
+    """Validated by the settings model of the installed adapter its ``kind`` names."""
     source: str = "(defaults)"
     """Where it was read from, for messages."""
+
+    @field_validator("adapter", mode="before")
+    @classmethod
+    def _plugin_settings(cls, value: Any) -> Any:
+        # Errors come out located under adapter.<kind> (adapter.kind when unknown).
+        return read_settings(value) if isinstance(value, Mapping) else value
 
 
 def parse_config(text: str, source: str = "<config>", base_dir: Path | None = None) -> Config:
@@ -142,33 +152,29 @@ def load_config(path: str | Path | None = None) -> Config:
 
 
 def _resolved(config: Config, base: Path) -> Config:
-    """Relative paths in the file mean relative to the file, not to the daemon's cwd."""
+    """Relative paths in the file mean relative to the file, not to the daemon's cwd: every
+    path of every table, however deep (the adapter's tables and arrays of tables included)."""
+    return _absolute_paths(config, base)
 
-    def absolute(path: Path | None) -> Path | None:
-        return path if path is None or path.is_absolute() else base / path
 
-    bridge = config.bridge.model_copy(
-        update={
-            "socket": absolute(config.bridge.socket),
-            "state_dir": absolute(config.bridge.state_dir),
-        }
-    )
-    adapter: MockSettings | SlurmSettings
-    if isinstance(config.adapter, MockSettings):
-        adapter = config.adapter.model_copy(update={"platform": absolute(config.adapter.platform)})
-    else:
-        slurm = config.adapter
-        clusters = tuple(
-            c.model_copy(update={"slurm_conf": absolute(c.slurm_conf)}) for c in slurm.clusters
-        )
-        ssh = slurm.ssh and slurm.ssh.model_copy(
-            update={
-                "key_file": absolute(slurm.ssh.key_file),
-                "known_hosts": absolute(slurm.ssh.known_hosts),
-            }
-        )
-        rest = slurm.rest and slurm.rest.model_copy(
-            update={"token_file": absolute(slurm.rest.token_file)}
-        )
-        adapter = slurm.model_copy(update={"clusters": clusters, "ssh": ssh, "rest": rest})
-    return config.model_copy(update={"bridge": bridge, "adapter": adapter})
+M = TypeVar("M", bound=BaseModel)
+
+
+def _absolute_paths(model: M, base: Path) -> M:
+    update = {name: _absolute(getattr(model, name), base) for name in type(model).model_fields}
+    return model.model_copy(update=update)
+
+
+def _absolute(value: object, base: Path) -> object:
+    if isinstance(value, Path):
+        return value if value.is_absolute() else base / value
+    if isinstance(value, BaseModel):
+        return _absolute_paths(value, base)
+    # Exact types only: a named tuple is one value.
+    if type(value) is tuple:
+        return tuple(_absolute(item, base) for item in value)
+    if type(value) is list:
+        return [_absolute(item, base) for item in value]
+    if type(value) is dict:
+        return {key: _absolute(item, base) for key, item in value.items()}
+    return value

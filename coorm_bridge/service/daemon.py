@@ -8,14 +8,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coorm_bridge.adapters.base import Adapter
-from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.platform import load_platform
-from coorm_bridge.adapters.slurm.factory import make_slurm_adapter
+from coorm_bridge.adapters.registry import AdapterContext, create_adapter
 from coorm_bridge.http.app import create_app
 from coorm_bridge.http.server import serve
 from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.config import Config, MockSettings
+from coorm_bridge.service.config import Config
 from coorm_bridge.service.loop import Loop
 from coorm_bridge.store import Store
 
@@ -23,11 +20,11 @@ log = logging.getLogger(__name__)
 
 
 def make_adapter(config: Config) -> Adapter:
-    settings = config.adapter
-    if isinstance(settings, MockSettings):
-        spec = load_platform(settings.platform)
-        return MockAdapter(spec, WallClock(speedup=settings.speedup, origin=spec.start))
-    return make_slurm_adapter(settings)
+    """The adapter of the installed plug-in the ``[adapter]`` table's kind names, given the
+    state folder (made private, as for the database) for whatever state it keeps."""
+    state = config.bridge.state_path
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return create_adapter(config.adapter, AdapterContext(state_dir=state))
 
 
 def open_store(config: Config) -> Store:

@@ -11,6 +11,8 @@ import importlib.util
 import pytest
 
 from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.adapters.batch.runner import LocalRunner
+from coorm_bridge.adapters.batch.settings import SshSettings
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.pyslurm_backend import (
     PyslurmBackend,
@@ -18,8 +20,7 @@ from coorm_bridge.adapters.slurm.pyslurm_backend import (
     pyslurm_status,
     slurm_version,
 )
-from coorm_bridge.adapters.slurm.runner import LocalRunner
-from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings, SshSettings
+from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 
 PYSLURM_ABSENT = importlib.util.find_spec("pyslurm") is None
 

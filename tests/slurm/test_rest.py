@@ -27,10 +27,12 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
+from coorm_bridge.adapters.batch.backend import Backend
+from coorm_bridge.adapters.batch.backend import BatchFailure as SlurmFailure
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
-from coorm_bridge.adapters.slurm.backend import Backend, Binding, SlurmFailure
+from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
-from coorm_bridge.adapters.slurm.factory import make_backend
+from coorm_bridge.adapters.slurm.plugin import make_backend
 from coorm_bridge.adapters.slurm.rest_backend import DIALECTS, RestBackend, parse_reservations
 from coorm_bridge.adapters.slurm.settings import RestSettings, SlurmCluster, SlurmSettings
 
@@ -117,8 +119,8 @@ def backend(url: str = f"unix://{SOCKET}", cli: Backend | None = None, **rest: A
     return RestBackend(RestSettings(url=url, **rest), cli=cli or FakeCli(), timeout=5)
 
 
-def binding(partition: str | None = None, cluster: str | None = None) -> Binding:
-    return Binding(partition or "all", cluster=cluster, partition=partition)
+def binding(partition: str | None = None, cluster: str | None = None) -> SlurmBinding:
+    return SlurmBinding(partition or "all", cluster=cluster, partition=partition)
 
 
 # --- version detection ---------------------------------------------------------------------------

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from coorm_bridge.adapters.base import JobSpec, JobState, Refused, ReservationSpec
-from coorm_bridge.adapters.slurm.factory import make_slurm_adapter
+from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig

@@ -25,9 +25,10 @@ from typing import IO
 import pytest
 
 from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, ReservationSpec, Unavailable
-from coorm_bridge.adapters.slurm.factory import make_slurm_adapter
-from coorm_bridge.adapters.slurm.runner import SshRunner, SshTarget
-from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings, SshSettings
+from coorm_bridge.adapters.batch.runner import SshRunner, SshTarget
+from coorm_bridge.adapters.batch.settings import SshSettings
+from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
+from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 
 SSHD = Path("/usr/sbin/sshd")
 SSH_KEYGEN = "ssh-keygen"

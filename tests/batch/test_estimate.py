@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from coorm_bridge.adapters.base import ClusterSnapshot, Job, JobState, Node, NodeState, Reservation
-from coorm_bridge.adapters.slurm.estimate import estimate_starts
+from coorm_bridge.adapters.batch.estimate import estimate_starts
 from coorm_bridge.placement.occupancy import free_profile
 
 NOW = 1_000_000

@@ -1,18 +1,18 @@
-"""Start times for pending jobs Slurm's backfill scheduler left without one.
+"""Start times for pending jobs the batch system's scheduler left without one.
 
-On a real queue many pending jobs have no predicted start (481 of 1,000, 536 of 5,000 in the
-measurements of FINDINGS.md: backfill stops at its window and its time budget). Ignoring them
-would show their hosts as free forever; the adapter plans them itself instead, in queue order,
-each at the earliest time its host count fits for its walltime after everything Slurm already
-placed (running jobs, predicted ones, reservations, unavailable nodes): conservative
-backfilling in queue order, a guess of what Slurm will do once it gets to them.
+On a real Slurm queue many pending jobs have no predicted start (481 of 1,000, 536 of 5,000 in
+the measurements of FINDINGS.md: backfill stops at its window and its time budget). Ignoring
+them would show their hosts as free forever; the adapter plans them itself instead, in queue
+order, each at the earliest time its host count fits for its walltime after everything the
+batch system already placed (running jobs, predicted ones, reservations, unavailable nodes):
+conservative backfilling in queue order, a guess of what it will do once it gets to them.
 """
 
 from __future__ import annotations
 
 from coorm_bridge.adapters.base import ClusterSnapshot, Job, JobState
+from coorm_bridge.adapters.load import foreign_load
 from coorm_bridge.core.profile import Profile
-from coorm_bridge.placement.occupancy import foreign_load
 
 
 def estimate_starts(snapshot: ClusterSnapshot) -> ClusterSnapshot:

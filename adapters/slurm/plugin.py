@@ -1,35 +1,21 @@
-"""From ``[adapter]`` settings to a ready SlurmAdapter with the back-end they name."""
+"""``[adapter]`` with ``kind = "slurm"``: a SlurmAdapter with the back-end the settings name."""
 
 from __future__ import annotations
 
 from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.adapters.batch.backend import Backend
+from coorm_bridge.adapters.batch.runner import make_runner
+from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
-from coorm_bridge.adapters.slurm.backend import Backend
+from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.pyslurm_backend import PyslurmBackend
 from coorm_bridge.adapters.slurm.rest_backend import RestBackend
-from coorm_bridge.adapters.slurm.runner import LocalRunner, Runner, SshRunner, SshTarget
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 
 
-def make_runner(settings: SlurmSettings) -> Runner:
-    ssh = settings.ssh
-    if ssh is None:
-        return LocalRunner()
-    return SshRunner(
-        SshTarget(
-            host=ssh.host,
-            port=ssh.port,
-            user=ssh.user,
-            key_file=ssh.key_file,
-            known_hosts=ssh.known_hosts,
-            connect_timeout=ssh.connect_timeout,
-        )
-    )
-
-
-def make_backend(settings: SlurmSettings) -> Backend:
-    cli = CliBackend(make_runner(settings), timeout=settings.timeout)
+def make_backend(settings: SlurmSettings) -> Backend[SlurmBinding]:
+    cli = CliBackend(make_runner(settings.ssh), timeout=settings.timeout)
     if settings.backend == "cli":
         return cli
     if settings.backend == "rest":
@@ -40,5 +26,11 @@ def make_backend(settings: SlurmSettings) -> Backend:
     return PyslurmBackend(settings, cli)
 
 
-def make_slurm_adapter(settings: SlurmSettings) -> SlurmAdapter:
+def make_slurm_adapter(
+    settings: SlurmSettings, context: AdapterContext | None = None
+) -> SlurmAdapter:
+    """The adapter; Slurm keeps all the state, so the daemon's context is not needed."""
     return SlurmAdapter(settings, make_backend(settings))
+
+
+PLUGIN = AdapterPlugin(kind="slurm", settings=SlurmSettings, create=make_slurm_adapter)

@@ -1,4 +1,4 @@
-"""Running Slurm's commands: here (subprocess) or on a front-end over SSH (paramiko).
+"""Running a batch system's commands: here (subprocess) or on a front-end over SSH (paramiko).
 
 Both take an argument vector, never a shell string. Over SSH the remote side has a shell, so the
 vector is quoted with :func:`shlex.join`; the host key must already be known (no trust on first
@@ -19,6 +19,7 @@ from pathlib import Path
 import paramiko
 
 from coorm_bridge.adapters.base import AdapterError, Unavailable
+from coorm_bridge.adapters.batch.settings import SshSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +36,7 @@ class Completed:
 
 
 class Runner(ABC):
-    """Runs one Slurm command; raises Unavailable when it cannot get an answer in time."""
+    """Runs one command; raises Unavailable when it cannot get an answer in time."""
 
     @abstractmethod
     def run(
@@ -47,7 +48,7 @@ class Runner(ABC):
 
 
 class LocalRunner(Runner):
-    """Slurm's client commands on this host."""
+    """The batch system's client commands on this host."""
 
     def __init__(self, env: Mapping[str, str] | None = None) -> None:
         self.env = dict(env or {})
@@ -64,13 +65,13 @@ class LocalRunner(Runner):
         except subprocess.TimeoutExpired as error:
             raise Unavailable(f"{argv[0]} did not answer within {timeout:g} s") from error
         except FileNotFoundError as error:
-            raise AdapterError(f"{argv[0]} is not installed here (is Slurm's client?)") from error
+            raise AdapterError(f"{argv[0]} is not installed here") from error
         return Completed(done.returncode, done.stdout, done.stderr)
 
 
 @dataclass(frozen=True)
 class SshTarget:
-    """Where Slurm's commands run remotely, and how to log in."""
+    """Where the commands run remotely, and how to log in."""
 
     host: str
     port: int = 22
@@ -82,7 +83,7 @@ class SshTarget:
 
 
 class SshRunner(Runner):
-    """Slurm's client commands on a front-end, over one reused SSH connection."""
+    """The batch system's client commands on a front-end, over one reused SSH connection."""
 
     def __init__(self, target: SshTarget, env: Mapping[str, str] | None = None) -> None:
         self.target = target
@@ -149,3 +150,19 @@ class SshRunner(Runner):
             if self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+def make_runner(ssh: SshSettings | None) -> Runner:
+    """Commands here, or on the front-end of ``[adapter.ssh]``."""
+    if ssh is None:
+        return LocalRunner()
+    return SshRunner(
+        SshTarget(
+            host=ssh.host,
+            port=ssh.port,
+            user=ssh.user,
+            key_file=ssh.key_file,
+            known_hosts=ssh.known_hosts,
+            connect_timeout=ssh.connect_timeout,
+        )
+    )

@@ -1,0 +1,208 @@
+"""BatchAdapter: the adapter interface over any batch system, whatever its back-end.
+
+The generic part (psij-python's executor base): validation of everything that reaches the batch
+system, verification of what it actually made (Slurm 22.05 silently creates a reservation smaller
+than asked when the partition is short: it is deleted and refused), start estimates for the
+pending jobs its scheduler left without one, and the mapping of its failures to Unavailable (no
+answer: views go stale), Refused (a conflict the placement loop works around) and AdapterError
+(configuration). A batch system supplies a :class:`.backend.Backend` and one binding per cluster.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import ClassVar, Generic
+
+from coorm_bridge.adapters.base import (
+    Adapter,
+    AdapterError,
+    ClusterSnapshot,
+    JobSpec,
+    JobState,
+    PlatformSnapshot,
+    Refused,
+    ReservationHandle,
+    ReservationSpec,
+    Unavailable,
+)
+from coorm_bridge.adapters.batch.backend import B, Backend, BatchFailure
+from coorm_bridge.adapters.batch.estimate import estimate_starts
+from coorm_bridge.adapters.batch.settings import BatchSettings
+from coorm_bridge.core.model import ClusterInfo, Interconnect
+
+#: Failures that are conflicts with what the batch system holds: the placement loop retries.
+REFUSALS = frozenset({"busy", "overlap", "in_use", "invalid_time"})
+
+
+class BatchAdapter(Adapter, Generic[B]):
+    """The clusters of ``settings``, each reached through ``backend`` with its binding."""
+
+    #: The batch system's name in messages.
+    system: ClassVar[str] = "the batch system"
+
+    def __init__(self, settings: BatchSettings, backend: Backend[B], bindings: Iterable[B]) -> None:
+        self.settings = settings
+        self.backend = backend
+        self.bindings = {binding.name: binding for binding in bindings}
+        unbound = sorted({c.name for c in settings.clusters} ^ set(self.bindings))
+        if unbound:
+            raise AdapterError(f"clusters and bindings differ: {', '.join(unbound)}")
+        self._infos: list[ClusterInfo] | None = None
+        self._lock = threading.Lock()
+
+    # -- catalogue ----------------------------------------------------------------------------
+
+    def clusters(self) -> list[ClusterInfo]:
+        """From the batch system's node list (asked once): hosts, the smallest host's cores and
+        RAM; speed and scratch from the settings (batch systems do not know them)."""
+        with self._lock:
+            if self._infos is None:
+                infos = []
+                for cluster in self.settings.clusters:
+                    with self._failures(cluster.name, reading=True):
+                        hardware = self.backend.hardware(self.bindings[cluster.name])
+                    infos.append(
+                        ClusterInfo(
+                            name=cluster.name,
+                            hosts=hardware.hosts,
+                            cores_per_host=max(1, hardware.cores_per_host),
+                            ram_per_host_mib=hardware.ram_per_host_mib,
+                            scratch_per_host_mib=cluster.scratch_per_host_mib,
+                            speed=cluster.speed,
+                        )
+                    )
+                self._infos = infos
+            return list(self._infos)
+
+    def interconnect(self) -> Interconnect:
+        return Interconnect(links=self.settings.links)
+
+    # -- reading ------------------------------------------------------------------------------
+
+    def snapshot(self, clusters: list[str] | None = None) -> PlatformSnapshot:
+        names = list(self.bindings) if clusters is None else clusters
+        now = self.now()
+        shots = {}
+        for name in names:
+            binding = self._binding(name)
+            with self._failures(name, reading=True):
+                nodes, jobs, reservations = self.backend.read(binding, now)
+            shot = ClusterSnapshot(
+                cluster=name,
+                time=now,
+                nodes=tuple(nodes),
+                jobs=tuple(jobs),
+                reservations=tuple(reservations),
+            )
+            shots[name] = estimate_starts(shot)
+        return PlatformSnapshot(time=now, clusters=shots)
+
+    # -- reservations -------------------------------------------------------------------------
+
+    def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        binding = self._binding(cluster)
+        with self._failures(cluster):
+            self.backend.create_reservation(binding, spec)
+        return self._verified(binding, spec, created=True)
+
+    def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        """Change a reservation in place; one that has begun can change its end, size and users
+        but not its start (Slurm refuses to be told even the same start again)."""
+        binding = self._binding(cluster)
+        with self._failures(cluster, reading=True):
+            current = self.backend.reservation(binding, spec.name)
+        begun = current is not None and current.start <= self.now()
+        if begun and current is not None and spec.start != current.start:
+            raise Refused(
+                f"{cluster}: reservation {spec.name} has begun: its start cannot move",
+                cluster=cluster,
+            )
+        with self._failures(cluster):
+            self.backend.update_reservation(binding, spec, begun=begun)
+        return self._verified(binding, spec, created=False)
+
+    def delete_reservation(self, cluster: str, name: str) -> None:
+        binding = self._binding(cluster)
+        try:
+            with self._failures(cluster):
+                self.backend.delete_reservation(binding, name)
+        except _Gone:
+            return  # already gone: deleting is idempotent
+
+    def _verified(self, binding: B, spec: ReservationSpec, *, created: bool) -> ReservationHandle:
+        """Read back what was made; a smaller or shifted reservation is not what was asked (a
+        new one is deleted: all or nothing)."""
+        cluster = binding.name
+        with self._failures(cluster, reading=True):
+            made = self.backend.reservation(binding, spec.name)
+        if made is None:
+            raise AdapterError(f"{cluster}: reservation {spec.name} vanished", cluster=cluster)
+        problem = spec.unmet_by(made)
+        if problem is not None:
+            if created:
+                self.delete_reservation(cluster, spec.name)
+            raise Refused(
+                f"{cluster}: {self.system} made reservation {spec.name} with {problem}",
+                cluster=cluster,
+            )
+        return ReservationHandle(
+            cluster=cluster,
+            name=made.name,
+            start=made.start,
+            end=made.end,
+            host_names=made.host_names,
+        )
+
+    # -- jobs ---------------------------------------------------------------------------------
+
+    def submit(self, cluster: str, job: JobSpec) -> str:
+        binding = self._binding(cluster)
+        with self._failures(cluster):
+            return self.backend.submit(binding, job)
+
+    def cancel(self, cluster: str, job_id: str) -> None:
+        binding = self._binding(cluster)
+        with self._failures(cluster):
+            self.backend.cancel(binding, job_id)
+
+    def job_state(self, cluster: str, job_id: str) -> JobState:
+        binding = self._binding(cluster)
+        with self._failures(cluster, reading=True):
+            return self.backend.job_state(binding, job_id)
+
+    def close(self) -> None:
+        self.backend.close()
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def _binding(self, cluster: str) -> B:
+        try:
+            return self.bindings[cluster]
+        except KeyError:
+            known = ", ".join(self.bindings)
+            raise AdapterError(f"unknown cluster {cluster!r} (configured: {known})") from None
+
+    @contextmanager
+    def _failures(self, cluster: str, *, reading: bool = False) -> Iterator[None]:
+        """The back-end's failures as the adapter interface's errors. A read that fails means
+        the batch system cannot be used now, whatever it said: the bridge keeps its last
+        snapshot."""
+        try:
+            yield
+        except BatchFailure as failure:
+            message = f"{cluster}: {failure}"
+            if failure.kind == "no_such_reservation" and not reading:
+                raise _Gone(message) from failure
+            if failure.kind == "unreachable" or reading:
+                raise Unavailable(message, cluster=cluster) from failure
+            if failure.kind in REFUSALS:
+                raise Refused(message, cluster=cluster) from failure
+            raise AdapterError(message, cluster=cluster) from failure
+        except ValueError as invalid:  # a name the request builders refuse
+            raise AdapterError(f"{cluster}: {invalid}", cluster=cluster) from invalid
+
+
+class _Gone(AdapterError):
+    """The reservation to delete does not exist (any more)."""

@@ -1,0 +1,97 @@
+"""What one way of talking to a batch system (its commands, a REST API, a C library) provides.
+
+A back-end only builds requests and parses answers; :class:`.adapter.BatchAdapter` does the rest.
+Every failure is one :class:`BatchFailure` whose :data:`ErrorKind` says how the adapter reacts,
+so that no back-end has to know the adapter interface's error types.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from typing import Generic, Literal, TypeVar
+
+from coorm_bridge.adapters.base import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
+
+#: Why the batch system said no. "unreachable": no answer (Unavailable); "busy", "overlap",
+#: "in_use", "invalid_time": a conflict the placement loop works around (Refused);
+#: "no_such_reservation" on a delete: already gone (success); the rest: AdapterError.
+ErrorKind = Literal[
+    "unreachable",
+    "busy",
+    "overlap",
+    "in_use",
+    "invalid_time",
+    "invalid_user",
+    "no_such_reservation",
+    "no_such_job",
+    "other",
+]
+
+
+class BatchFailure(Exception):
+    """A request the batch system did not carry out, with the kind of reason it gave."""
+
+    def __init__(self, kind: ErrorKind, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+
+
+@dataclass(frozen=True)
+class Binding:
+    """How one coorm cluster is addressed in its batch system.
+
+    ``name`` is the cluster's name for launchers; each batch system subclasses this with what
+    its back-ends need to reach it (Slurm: controller, ``-M`` cluster, partition).
+    """
+
+    name: str
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the batch system knows of a cluster's hosts (the smallest host sets the guarantees)."""
+
+    hosts: int
+    cores_per_host: int
+    ram_per_host_mib: int
+
+
+B = TypeVar("B", bound=Binding)
+
+
+class Backend(ABC, Generic[B]):
+    """Reads and writes one way; raises :class:`BatchFailure` on any failure of the batch
+    system, ValueError on a request it would not even send (an invalid name)."""
+
+    @abstractmethod
+    def hardware(self, binding: B) -> Hardware: ...
+
+    @abstractmethod
+    def read(self, binding: B, now: int) -> tuple[list[Node], list[Job], list[Reservation]]:
+        """Nodes, jobs (running and pending, with predicted starts) and reservations."""
+
+    @abstractmethod
+    def reservation(self, binding: B, name: str) -> Reservation | None: ...
+
+    @abstractmethod
+    def create_reservation(self, binding: B, spec: ReservationSpec) -> None: ...
+
+    @abstractmethod
+    def update_reservation(self, binding: B, spec: ReservationSpec, *, begun: bool = False) -> None:
+        """``begun``: the reservation has started (its start stays as it is)."""
+
+    @abstractmethod
+    def delete_reservation(self, binding: B, name: str) -> None: ...
+
+    @abstractmethod
+    def submit(self, binding: B, job: JobSpec) -> str: ...
+
+    @abstractmethod
+    def cancel(self, binding: B, job_id: str) -> None: ...
+
+    @abstractmethod
+    def job_state(self, binding: B, job_id: str) -> JobState: ...
+
+    def close(self) -> None:
+        """Release connections."""

@@ -1,0 +1,49 @@
+"""What a cluster's snapshot says keeps hosts from the bridge, over time.
+
+Read by the bridge's placement (its free-host profiles) and by adapters that plan what the
+batch system left unplanned (:mod:`~coorm_bridge.adapters.batch.estimate`): it sits beside the
+snapshot types so that adapters need nothing from the bridge.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from coorm_bridge.adapters.base import ClusterSnapshot, JobState, NodeState
+
+
+def foreign_load(
+    snapshot: ClusterSnapshot, own_prefix: str | None
+) -> Iterator[tuple[int, int | None, int]]:
+    """``(start, end, hosts)`` of everything that keeps hosts from the bridge (None: forever).
+
+    The batch system's own load: running jobs until their walltime bound, pending jobs from their
+    predicted start, foreign reservations, and hosts that are down or drained. Reservations named
+    with ``own_prefix`` (the bridge's placeholders) and the jobs inside them are left out: the
+    policy accounts for the applications that hold them. ``own_prefix=None`` counts them too: the
+    batch system's own view."""
+    now = snapshot.time
+
+    def ours(name: str) -> bool:
+        return own_prefix is not None and name.startswith(own_prefix)
+
+    foreign = {r.name for r in snapshot.reservations if not ours(r.name)}
+    own = {r.name for r in snapshot.reservations if ours(r.name)}
+    down = {n.name for n in snapshot.nodes if n.state is not NodeState.UP}
+    if down:
+        yield now, None, len(down)
+    for job in snapshot.jobs:
+        if job.reservation in foreign or job.reservation in own:
+            continue  # the reservation (or the application holding it) already counts these
+        if job.state is JobState.RUNNING:
+            assert job.start is not None
+            # Hosts that are down stay unavailable after the job: they are counted above.
+            hosts = job.hosts - len(down.intersection(job.host_names))
+            # A job past its walltime bound still holds its hosts until the batch system acts.
+            yield now, max(job.start + job.walltime, now + 1), hosts
+        elif job.state is JobState.PENDING and job.start is not None:
+            start = max(job.start, now)
+            yield start, start + job.walltime, job.hosts
+    for reservation in snapshot.reservations:
+        if reservation.name in foreign and reservation.end > now:
+            yield max(reservation.start, now), reservation.end, reservation.hosts
