@@ -3,19 +3,13 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
-import sys
 from collections.abc import Sequence
 
 from coorm_bridge import __version__
-from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.cli.demo import run_demo
+from coorm_bridge.cli.serve import serve_command
 from coorm_bridge.cli.status import show_status
-from coorm_bridge.http.server import ServerError
-from coorm_bridge.service.config import ConfigError, load_config
-from coorm_bridge.service.daemon import run
-from coorm_bridge.store import StoreError
 
 CONFIG_ENV = "COORM_BRIDGE_CONFIG"
 
@@ -69,44 +63,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "serve":
-        return _serve(args.config, args.log_level)
+        return serve_command(args.config, args.log_level)
     if args.command == "status":
         return show_status(args.url, args.token)
     if args.command == "demo":
         return run_demo(args.url, args.token, start_daemon=args.start_daemon)
     parser.print_help()
-    return 0
-
-
-def _serve(path: str | None, level: str) -> int:
-    logging.basicConfig(
-        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
-    # One line per job run every second drowns what matters.
-    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
-    try:
-        config = load_config(path)
-    except ConfigError as error:
-        print(f"coorm-bridge: {error}", file=sys.stderr)
-        return 2
-
-    def ready(addresses: list[str]) -> None:
-        where = " and ".join(addresses)
-        print(f"coorm-bridge {__version__} listening on {where}", flush=True)
-        print(f"  configuration: {config.source}; state: {config.bridge.database}", flush=True)
-        if config.bridge.socket is not None:
-            print(f"  launchers: export COORM_BRIDGE_URL={addresses[0]}", flush=True)
-
-    try:
-        run(config, on_ready=ready)
-    except (ServerError, ConfigError, StoreError) as error:
-        print(f"coorm-bridge: {error}", file=sys.stderr)
-        return 1
-    except AdapterError as error:
-        # The clusters are read once at start: without them there is nothing to serve. Under
-        # systemd, Restart=on-failure tries again.
-        print(f"coorm-bridge: cannot start: the batch system: {error}", file=sys.stderr)
-        return 1
     return 0
 
 

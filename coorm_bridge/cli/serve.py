@@ -1,0 +1,77 @@
+"""``coorm-bridge serve``: the service with its HTTP server, until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import gc
+import logging
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from coorm_bridge import __version__
+from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.http.app import create_app
+from coorm_bridge.http.server import ServerError, serve
+from coorm_bridge.service.config import Config, ConfigError, load_config
+from coorm_bridge.service.wiring import build
+from coorm_bridge.store import StoreError
+
+
+def serve_command(path: str | None, level: str) -> int:
+    """Read the configuration, run the daemon; exit status 2 for a bad file, 1 for a daemon
+    that cannot start (its reason on one line), 0 after a clean stop."""
+    logging.basicConfig(
+        level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    # One line per job run every second drowns what matters.
+    logging.getLogger("apscheduler").setLevel(max(logging.WARNING, logging.getLogger().level))
+    try:
+        config = load_config(path)
+    except ConfigError as error:
+        print(f"coorm-bridge: {error}", file=sys.stderr)
+        return 2
+
+    def ready(addresses: list[str]) -> None:
+        where = " and ".join(addresses)
+        print(f"coorm-bridge {__version__} listening on {where}", flush=True)
+        print(f"  configuration: {config.source}; state: {config.bridge.database}", flush=True)
+        if config.bridge.socket is not None:
+            print(f"  launchers: export COORM_BRIDGE_URL={addresses[0]}", flush=True)
+
+    try:
+        run(config, on_ready=ready)
+    except (ServerError, ConfigError, StoreError) as error:
+        print(f"coorm-bridge: {error}", file=sys.stderr)
+        return 1
+    except AdapterError as error:
+        # The clusters are read once at start: without them there is nothing to serve. Under
+        # systemd, Restart=on-failure tries again.
+        print(f"coorm-bridge: cannot start: the batch system: {error}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run(config: Config, on_ready: Callable[[list[str]], None] | None = None) -> None:
+    """Run the daemon until SIGTERM or SIGINT."""
+    service = build(config)
+    try:
+        service.loop.start()
+        # What start-up allocated lives as long as the daemon: keep it out of the cyclic
+        # collector's full passes, which otherwise stall every request for 100 ms and more.
+        gc.freeze()
+        listen = config.bridge.tcp
+        serve(
+            create_app(service.bridge),
+            unix_path=Path(config.bridge.socket_path),
+            tcp=None if listen is None else (listen.host, listen.port),
+            socket_mode=_socket_mode(config),
+            on_ready=on_ready,
+        )
+    finally:
+        service.close()
+
+
+def _socket_mode(config: Config) -> int:
+    """A configured (site) socket is for every local user, identity coming from the peer's uid;
+    the default one, in a user's runtime directory, is for that user alone."""
+    return 0o666 if config.bridge.socket is not None else 0o600

@@ -1,0 +1,62 @@
+"""The service assembled from its configuration: adapter, store, bridge and loop.
+
+The HTTP server goes on top of it in ``coorm-bridge serve`` (:mod:`coorm_bridge.cli.serve`);
+tests and tools can build the same service without one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.adapters.registry import AdapterContext, create_adapter
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.config import Config
+from coorm_bridge.service.loop import Loop
+from coorm_bridge.store import Store
+
+
+def make_adapter(config: Config) -> Adapter:
+    """The adapter of the installed plug-in the ``[adapter]`` table's kind names, given the
+    state folder (made private, as for the database) for whatever state it keeps."""
+    state = config.bridge.state_path
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return create_adapter(config.adapter, AdapterContext(state_dir=state))
+
+
+def open_store(config: Config) -> Store:
+    """The database, in a state folder only its owner can read (sessions name users)."""
+    path = config.bridge.database
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return Store(path)
+
+
+@dataclass
+class Service:
+    """The daemon's parts, in the order they are made and the reverse of the order they close."""
+
+    adapter: Adapter
+    store: Store
+    bridge: Bridge
+    loop: Loop
+
+    def close(self) -> None:
+        self.loop.stop()
+        self.bridge.close()
+        self.store.close()
+
+
+def build(config: Config) -> Service:
+    """Adapter, store, bridge and loop (not started); raises AdapterError when the batch system
+    cannot say its clusters, StoreError when the database cannot be used."""
+    adapter = make_adapter(config)
+    store = None
+    try:
+        store = open_store(config)
+        bridge = Bridge(config, adapter, store)
+    except BaseException:
+        if store is not None:
+            store.close()
+        adapter.close()
+        raise
+    return Service(adapter, store, bridge, Loop(bridge))
