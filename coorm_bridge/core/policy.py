@@ -18,7 +18,7 @@ from pydantic import Field, model_validator
 
 from coorm_bridge.core.model import Frozen, Name, Request, Time
 from coorm_bridge.core.profile import Profile, earliest_common_start
-from coorm_bridge.core.states import HOLDING, PLACED, AppState, problems, transition
+from coorm_bridge.core.states import HOLDING, PLACED, AppState, check, transition
 
 
 class PolicyConfig(Frozen):
@@ -45,9 +45,7 @@ class Application(Frozen):
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
-        found = problems(self.state, self.request, self.clusters, self.started_at, self.done_at)
-        if found:
-            raise ValueError("; ".join(found))
+        check(self)
         return self
 
     def hold_end(self, fair_start: int) -> int:

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Final, Protocol
 
 if TYPE_CHECKING:
     from coorm_bridge.core.model import Request
@@ -75,6 +75,28 @@ def transition(old: AppState, new: AppState) -> AppState:
         allowed = ", ".join(sorted(TRANSITIONS[old])) or "none (final)"
         raise IllegalTransition(f"no transition from {old} to {new} (allowed: {allowed})")
     return new
+
+
+class Carrier(Protocol):
+    """What an application carries from state to state (a stored session, a policy entry)."""
+
+    @property
+    def state(self) -> AppState: ...
+    @property
+    def request(self) -> Request | None: ...
+    @property
+    def clusters(self) -> Sequence[str]: ...
+    @property
+    def started_at(self) -> int | None: ...
+    @property
+    def done_at(self) -> int | None: ...
+
+
+def check(app: Carrier) -> None:
+    """Raise ValueError naming every reason why ``app`` cannot be in its state."""
+    found = problems(app.state, app.request, app.clusters, app.started_at, app.done_at)
+    if found:
+        raise ValueError("; ".join(found))
 
 
 def problems(

@@ -4,6 +4,7 @@ It knows rows and transactions, not the policy: a row is checked against the app
 machine (:mod:`coorm_bridge.core.states`) before it is written.
 """
 
+from coorm_bridge.store.database import SchemaVersionError, StoreError
 from coorm_bridge.store.rows import (
     PlaceholderRow,
     PlaceholderStatus,
@@ -11,7 +12,7 @@ from coorm_bridge.store.rows import (
     new_session_id,
 )
 from coorm_bridge.store.schema import SCHEMA_VERSION
-from coorm_bridge.store.store import SchemaVersionError, Store, StoreError
+from coorm_bridge.store.store import Store
 
 __all__ = [
     "SCHEMA_VERSION",

@@ -14,7 +14,7 @@ from typing import Annotated, Self
 from pydantic import Field, model_validator
 
 from coorm_bridge.core.model import Filter, Frozen, Name, Request, Time
-from coorm_bridge.core.states import AppState, problems
+from coorm_bridge.core.states import AppState, check
 
 
 def new_session_id() -> str:
@@ -49,9 +49,7 @@ class SessionRow(Frozen):
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         # A row the policy cannot read would fail every pass after a restart: refuse it at write.
-        found = problems(self.state, self.request, self.clusters, self.started_at, self.done_at)
-        if found:
-            raise ValueError("; ".join(found))
+        check(self)
         return self
 
 

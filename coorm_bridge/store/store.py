@@ -21,24 +21,13 @@ from typing import Final
 from coorm_bridge.core.messages import Event
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import FINAL, AppState, transition
-from coorm_bridge.store.database import Database, SchemaVersionError, StoreError
+from coorm_bridge.store.database import Database
 from coorm_bridge.store.rows import (
     PlaceholderRow,
-    PlaceholderStatus,
     SessionRow,
     new_session_id,
 )
 from coorm_bridge.store.schema import EVENTS, placeholder_row, session_row, to_sql
-
-__all__ = [
-    "PlaceholderRow",
-    "PlaceholderStatus",
-    "SchemaVersionError",
-    "SessionRow",
-    "Store",
-    "StoreError",
-    "new_session_id",
-]
 
 
 class _Unset(Enum):
