@@ -19,6 +19,8 @@ from pydantic import Field, field_validator, model_validator
 from coorm_bridge.core.model import ClusterInfo, Frozen, HostCount, Link, Name, Time
 from coorm_bridge.core.states import AppState
 
+MAX_REASON = 1000
+
 if TYPE_CHECKING:
     from coorm_bridge.core.profile import Profile
 
@@ -103,6 +105,15 @@ class Allocation(Frozen):
     reservation: Name | None = None
 
 
+#: Why something happened, in a sentence (a batch system's message can be long: it is cut).
+Reason = Annotated[str, Field(max_length=MAX_REASON)]
+
+
+def reason(text: str) -> str:
+    """``text`` cut to what an event may carry."""
+    return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
+
+
 class EventBase(Frozen):
     seq: Annotated[int, Field(ge=1, strict=True)]
     time: Time
@@ -128,14 +139,48 @@ class KilledEvent(EventBase):
     """The allocation was taken back (walltime exceeded, node failure, admin action)."""
 
     type: Literal["killed"] = "killed"
-    reason: str
+    reason: Reason
+
+
+class PlacementFailedEvent(EventBase):
+    """The batch systems did not hold the session's placeholders this time; nothing is held for
+    it, and the bridge tries again at ``retry_at`` (the session is placed no earlier)."""
+
+    type: Literal["placement_failed"] = "placement_failed"
+    reason: Reason
+    retry_at: Time
+
+
+class ErrorEvent(EventBase):
+    """The session cannot go on (the batch system will never hold hosts for its owner, or
+    handling it failed); an ``ended`` event in state ``failed`` follows."""
+
+    type: Literal["error"] = "error"
+    reason: Reason
+
+
+class WithdrawnEvent(EventBase):
+    """The bridge withdrew the session (say its launcher was not heard from for too long); an
+    ``ended`` event in state ``cancelled`` follows."""
+
+    type: Literal["withdrawn"] = "withdrawn"
+    reason: Reason
 
 
 class EndedEvent(EventBase):
-    """The session reached an end state (finished or cancelled); no event follows."""
+    """The session reached an end state (finished, cancelled or failed); no event follows."""
 
     type: Literal["ended"] = "ended"
     state: AppState
 
 
-Event = Annotated[ChangeEvent | StartEvent | KilledEvent | EndedEvent, Field(discriminator="type")]
+Event = Annotated[
+    ChangeEvent
+    | StartEvent
+    | KilledEvent
+    | PlacementFailedEvent
+    | ErrorEvent
+    | WithdrawnEvent
+    | EndedEvent,
+    Field(discriminator="type"),
+]

@@ -1,11 +1,14 @@
 """The application state machine of the CooRM slides, as one table every state change goes through.
 
 States: Submitted → RequestSent → Waiting → Started → FinishSent → Ghost → Finished, plus
-Cancelled for a withdrawal. The store refuses to write a change the table does not allow, and the
-policy checks its outcomes against it, so a bug shows as a refused write rather than a session in
-a state nobody planned for. What an application carries in each state (a request once it sent one,
-a start time once started, a done time once finished) is checked here too, for the same reason: a
-row that breaks it would fail every later pass after a restart.
+Cancelled for a withdrawal and Failed for a session that cannot go on (the batch system will
+never hold hosts for its owner, or handling it raised: it is set aside so the others go on).
+
+The store refuses to write a change the table does not allow, and the policy checks its outcomes
+against it, so a bug shows as a refused write rather than a session in a state nobody planned
+for. What an application carries in each state (a request once it sent one, a start time once
+started, a done time once finished) is checked here too, for the same reason: a row that breaks
+it would fail every later pass after a restart.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ if TYPE_CHECKING:
 
 
 class AppState(StrEnum):
-    """Application states of the CooRM slides, plus Cancelled for a withdrawal."""
+    """Application states of the CooRM slides, plus Cancelled and Failed."""
 
     SUBMITTED = "submitted"
     REQUEST_SENT = "request_sent"
@@ -30,6 +33,7 @@ class AppState(StrEnum):
     GHOST = "ghost"
     FINISHED = "finished"
     CANCELLED = "cancelled"
+    FAILED = "failed"
 
 
 S = AppState
@@ -39,7 +43,7 @@ PLACED: Final = (S.SUBMITTED, S.REQUEST_SENT, S.WAITING)
 #: States whose hosts are held (by the application itself, or by its ghost).
 HOLDING: Final = (S.STARTED, S.FINISH_SENT, S.GHOST)
 #: States no policy pass sees any more; kept for audit until purged.
-FINAL: Final = (S.FINISHED, S.CANCELLED)
+FINAL: Final = (S.FINISHED, S.CANCELLED, S.FAILED)
 #: States the policy still sees: waiting, running, or holding a ghost.
 ACTIVE: Final = (*PLACED, *HOLDING)
 
@@ -47,20 +51,21 @@ ACTIVE: Final = (*PLACED, *HOLDING)
 #: RequestSent) is always allowed and not listed.
 TRANSITIONS: Final[Mapping[AppState, frozenset[AppState]]] = MappingProxyType(
     {
-        # request; withdraw
-        S.SUBMITTED: frozenset({S.REQUEST_SENT, S.CANCELLED}),
-        # a pass placed it; withdraw
-        S.REQUEST_SENT: frozenset({S.WAITING, S.CANCELLED}),
-        # a new request; its start came and its placeholders hold; withdraw
-        S.WAITING: frozenset({S.REQUEST_SENT, S.STARTED, S.CANCELLED}),
-        # done; killed (allocation over without done, a host went down)
-        S.STARTED: frozenset({S.FINISH_SENT, S.FINISHED}),
-        # a pass made it a ghost; the ghost's time was already over
-        S.FINISH_SENT: frozenset({S.GHOST, S.FINISHED}),
-        # fair_start expired
-        S.GHOST: frozenset({S.FINISHED}),
+        # request; withdraw; set aside
+        S.SUBMITTED: frozenset({S.REQUEST_SENT, S.CANCELLED, S.FAILED}),
+        # a pass placed it; withdraw; set aside
+        S.REQUEST_SENT: frozenset({S.WAITING, S.CANCELLED, S.FAILED}),
+        # a new request; its start came and its placeholders hold; withdraw; set aside
+        S.WAITING: frozenset({S.REQUEST_SENT, S.STARTED, S.CANCELLED, S.FAILED}),
+        # done; killed (allocation over without done, a host went down); set aside
+        S.STARTED: frozenset({S.FINISH_SENT, S.FINISHED, S.FAILED}),
+        # a pass made it a ghost; the ghost's time was already over; set aside
+        S.FINISH_SENT: frozenset({S.GHOST, S.FINISHED, S.FAILED}),
+        # fair_start expired; set aside
+        S.GHOST: frozenset({S.FINISHED, S.FAILED}),
         S.FINISHED: frozenset(),
         S.CANCELLED: frozenset(),
+        S.FAILED: frozenset(),
     }
 )
 

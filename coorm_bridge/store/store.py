@@ -123,15 +123,16 @@ class Store(Database):
         return row
 
     def purge_finished(self, before: int) -> int:
-        """Delete finished and cancelled sessions last updated before ``before``, with their
-        events and placeholders; returns how many sessions went. Their order numbers are never
-        given out again."""
+        """Delete ended sessions (finished, cancelled, failed) last updated before ``before``,
+        with their events and placeholders; returns how many sessions went. Their order numbers
+        are never given out again."""
         with self.transaction():
             cursor = self._conn.execute(
-                "DELETE FROM sessions WHERE state IN (?, ?) AND updated < ? "
+                "DELETE FROM sessions WHERE state IN (SELECT value FROM json_each(?)) "
+                "AND updated < ? "
                 # One still holding a placeholder keeps its row until it is released.
                 "AND id NOT IN (SELECT session_id FROM placeholders)",
-                (*(state.value for state in FINAL), before),
+                (json.dumps([state.value for state in FINAL]), before),
             )
             return cursor.rowcount
 
