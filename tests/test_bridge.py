@@ -193,7 +193,11 @@ def test_reconciliation_deletes_orphans_and_recreates_lost_placeholders(site):
     site.request(sid, {"c1": 2, "c2": 1}, 1000)
     site.step(T0 + 2)
     orphan = ReservationSpec(
-        name="coorm-nobody-c1", start=T0 + 5, end=T0 + 50, hosts=1, users=("mallory",)
+        name=f"coorm-{site.store.instance}-nobody-c1",
+        start=T0 + 5,
+        end=T0 + 50,
+        hosts=1,
+        users=("mallory",),
     )
     site.adapter.create_reservation("c1", orphan)
     lost = site.store.placeholder(sid, "c2")
@@ -424,3 +428,52 @@ def test_a_batch_system_that_cannot_say_its_clusters_changes_nothing(site):
     assert len(site.events(sid)) == seen
     site.adapter.clusters = original
     assert list(site.bridge.refresh_catalogue()) == ["c1"]
+
+
+def test_a_cluster_name_of_60_characters_gets_valid_placeholders(tmp_path):
+    long = "c" + "x" * 59  # hosts are named <cluster>-<i>: 63 characters at most
+    platform = f'start = {T0}\n[[cluster]]\nname = "{long}"\nhosts = 2\n'
+    adapter = MockAdapter(parse_platform(platform), VirtualClock(T0))
+    with Store(tmp_path / "bridge.sqlite") as store:
+        bridge = Bridge(Config(), adapter, store)
+        sid = bridge.subscribe("alice", Filter(), None).session
+        bridge.put_request("alice", sid, {long: 2}, 60)
+        bridge.poll(long)
+        bridge.tick()
+        assert store.session(sid).state is AppState.STARTED
+        (start,) = [e for e in store.events(sid) if e.type == "start"]
+        name = start.allocations[long].reservation
+        assert len(name) <= 63
+        assert name.startswith(f"coorm-{store.instance}-{sid}-")
+        shot = adapter.snapshot([long]).clusters[long]
+        assert [r.name for r in shot.reservations] == [name]
+
+
+def test_two_bridges_on_one_platform_leave_each_other_s_reservations_alone(tmp_path):
+    adapter = MockAdapter(parse_platform(PLATFORM), VirtualClock(T0))
+    bridges = []
+    for folder in ("one", "two"):
+        (tmp_path / folder).mkdir()
+        store = Store(tmp_path / folder / "bridge.sqlite")
+        bridges.append((Bridge(Config(), adapter, store), store))
+    (first, first_store), (second, second_store) = bridges
+    assert first_store.instance != second_store.instance
+    sid = first.subscribe("alice", Filter(clusters=("c2",)), None).session
+    first.put_request("alice", sid, {"c2": 3}, 600)
+    for bridge, _ in bridges:
+        bridge.poll("c2")
+        bridge.tick()
+    assert first_store.session(sid).state is AppState.STARTED
+    assert second.reconcile() == {}  # not an orphan of the second bridge
+    names = [r.name for r in adapter.snapshot(["c2"]).clusters["c2"].reservations]
+    assert len(names) == 1
+    assert names[0].startswith(f"coorm-{first_store.instance}-")
+    # The second bridge sees the first one's hosts as taken: a newcomer there waits.
+    other = second.subscribe("bob", Filter(clusters=("c2",)), None).session
+    second.put_request("bob", other, {"c2": 2}, 60)
+    second.poll("c2")
+    second.tick()
+    assert second_store.session(other).state is AppState.WAITING
+    assert second_store.session(other).estimated_start == T0 + 600
+    for _, store in bridges:
+        store.close()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import re
 import shutil
 import signal
 import socket
@@ -180,7 +181,7 @@ def test_two_applications_start_together_on_both_clusters(daemon):
     for sid, start in zip(sids, starts, strict=True):
         assert set(start.allocations) == {"c1", "c2"}
         for cluster, allocation in start.allocations.items():
-            assert allocation.reservation == f"coorm-{sid}-{cluster}"
+            assert re.fullmatch(rf"coorm-[a-z2-7]{{6}}-{sid}-{cluster}", allocation.reservation)
             hosts.setdefault(cluster, []).extend(allocation.hosts)
     assert sorted(hosts["c1"]) == [f"c1-{i}" for i in range(8)]  # all 8, none twice
     assert sorted(hosts["c2"]) == [f"c2-{i}" for i in range(4)]
@@ -258,7 +259,7 @@ def test_kill_9_loses_nothing_acknowledged_and_launchers_resume(make_daemon):
         client.done(running)
         ended = wait_for(client, running, "ended", after=events_before[-1].seq)
         assert ended.state is AppState.FINISHED
-    assert start.allocations["c1"].reservation == f"coorm-{running}-c1"
+    assert re.fullmatch(rf"coorm-[a-z2-7]{{6}}-{running}-c1", start.allocations["c1"].reservation)
     daemon.kill(signal.SIGTERM)
 
 
@@ -405,3 +406,35 @@ def test_the_readme_demo_runs_on_a_private_daemon(folder):
     assert len(starts) == 2
     assert len({line.split(" START at ")[1] for line in starts}) == 1  # one instant for both
     assert out.count("placeholders released") == 2
+
+
+def test_a_second_daemon_on_the_same_state_is_refused_and_the_first_keeps_going(daemon):
+    with daemon.client(ALICE_TOKEN) as client:
+        sid = client.subscribe(Filter(clusters=("c1",))).session
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import sys; from coorm_bridge.cli.main import main; sys.exit(main())",
+            "serve",
+            "--config",
+            str(daemon.config),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=daemon.folder,
+        check=False,
+    )
+    assert result.returncode == 1
+    message = result.stderr.strip()
+    assert f"another coorm-bridge (pid {daemon.process.pid}) already uses the state folder" in (
+        message
+    )
+    assert "Traceback" not in result.stderr
+    with daemon.client(ALICE_TOKEN) as client:  # the first one never noticed
+        assert client.session(sid).state is AppState.SUBMITTED
+    daemon.kill(signal.SIGKILL)  # kill -9 leaves no stale lock: a new daemon starts
+    daemon.start()
+    with daemon.client(ALICE_TOKEN) as client:
+        assert client.session(sid).state is AppState.SUBMITTED

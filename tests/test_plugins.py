@@ -7,6 +7,7 @@ the real daemon, with no change to coorm-bridge: only its entry point makes it k
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -233,7 +234,9 @@ def test_an_installed_third_party_adapter_is_served_by_the_daemon(folder):
             client.request(sid, Request(nodes={"tiny1": 2}, duration=60))
             start = wait_for(client, sid, "start")
             assert start.allocations["tiny1"].hosts == ["tiny1-0", "tiny1-1"]
-            assert start.allocations["tiny1"].reservation == f"coorm-{sid}-tiny1"
+            assert re.fullmatch(
+                rf"coorm-[a-z2-7]{{6}}-{sid}-tiny1", start.allocations["tiny1"].reservation
+            )
         # The plug-in got the daemon's state folder, resolved from the configuration's.
         assert (folder / "state" / "tiny-was-here").read_text() == "tiny1"
     finally:

@@ -27,6 +27,7 @@ from pydantic import (
 )
 
 #: Cluster and host names end up in batch-system commands: letters, digits, '-', '_', '.' only.
+MAX_NAME = 63
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 
 

@@ -10,6 +10,7 @@ the policy can recompute with it instead of retrying blindly.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -21,7 +22,9 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.core.model import NAME_PATTERN
+from coorm_bridge.core.model import MAX_NAME, NAME_PATTERN
+
+_DIGEST = 10
 
 
 class CoAllocationFailed(Exception):
@@ -47,9 +50,18 @@ class CoAllocationFailed(Exception):
 
 
 def placeholder_name(prefix: str, session_id: str, cluster: str) -> str:
-    """The reservation name of a session's placeholder on a cluster (validated: it reaches
-    batch-system commands)."""
-    name = f"{prefix}{session_id}-{cluster}"
+    """The reservation name of a session's placeholder on a cluster: ``prefix`` (the bridge's
+    own, instance included), the session, the cluster. Valid for batch-system commands whatever
+    the cluster's name: one too long to fit is cut and completed by a digest of itself, so two
+    clusters never share a name."""
+    head = f"{prefix}{session_id}-"
+    room = MAX_NAME - len(head)
+    if room < _DIGEST + 2 or not NAME_PATTERN.fullmatch(f"{head}x"):
+        raise ValueError(f"placeholder name {head!r}... is not a valid batch-system name")
+    if len(cluster) > room:
+        digest = hashlib.sha256(cluster.encode()).hexdigest()[:_DIGEST]
+        cluster = f"{cluster[: room - _DIGEST - 1]}-{digest}"
+    name = f"{head}{cluster}"
     if not NAME_PATTERN.fullmatch(name):
         raise ValueError(f"placeholder name {name!r} is not a valid batch-system name")
     return name

@@ -214,7 +214,7 @@ class Bridge:
                     shot = self.adapter.snapshot([cluster]).clusters[cluster]
                 except AdapterError:
                     continue
-                prefix = self.config.bridge.placeholder_prefix
+                prefix = self.runner.placeholders.prefix
                 ours[cluster] = [r for r in shot.reservations if r.name.startswith(prefix)]
             done = self.runner.reconciler.reconcile(ours, self.now())
             self.reconciled.update(done)

@@ -28,6 +28,9 @@ from coorm_bridge.core.model import Frozen, Name, describe
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.paths import default_socket, state_dir
 
+#: Longest placeholder prefix: instance (6), session (16), two dashes and a cluster's name (at
+#: least 12 characters, a digest completing a longer one) must still fit in 63 characters.
+MAX_PREFIX = 24
 #: Tokens grant a user's rights over TCP: short ones are guessable.
 MIN_TOKEN_LENGTH = 16
 
@@ -53,8 +56,9 @@ class BridgeSettings(Frozen):
     """Users who may see and act on every session."""
     tokens: dict[str, Name] = Field(default_factory=dict)
     """Bearer token -> user, for TCP. Keep this file private (mode 600)."""
-    placeholder_prefix: Name = "coorm-"
-    """Reservations whose names start with this are the bridge's own (never foreign load)."""
+    placeholder_prefix: Annotated[Name, Field(max_length=MAX_PREFIX)] = "coorm-"
+    """How the bridge's reservations are named: ``<prefix><instance>-<session>-<cluster>``, the
+    instance being this bridge's id (in its database): another bridge's are foreign load."""
 
     @model_validator(mode="after")
     def _tokens_usable(self) -> Self:

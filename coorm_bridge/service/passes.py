@@ -37,7 +37,7 @@ class PassRunner:
     def __init__(self, config: Config, adapter: Adapter, store: Store, clusters: list[str]) -> None:
         self.config = config
         self.store = store
-        prefix = config.bridge.placeholder_prefix
+        prefix = own_prefix(config, store)
         self.policy = Policy(config.policy)
         self.poller = Poller(adapter, clusters, prefix, config.placement.poll_interval)
         self.placeholders = Placeholders(adapter, store, prefix)
@@ -351,3 +351,9 @@ def application_of(row: SessionRow) -> Application:
 
 
 _APP_FIELDS: Final = tuple(Application.model_fields)
+
+
+def own_prefix(config: Config, store: Store) -> str:
+    """How this bridge's reservations begin: the configured prefix and this bridge's instance
+    id. Reservations of another bridge with the same prefix are foreign load to this one."""
+    return f"{config.bridge.placeholder_prefix}{store.instance}-"

@@ -14,6 +14,7 @@ from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.loop import Loop
 from coorm_bridge.store import Store
+from coorm_bridge.store.lock import StateLock
 
 
 def make_adapter(config: Config) -> Adapter:
@@ -35,28 +36,39 @@ def open_store(config: Config) -> Store:
 class Service:
     """The daemon's parts, in the order they are made and the reverse of the order they close."""
 
+    lock: StateLock
     adapter: Adapter
     store: Store
     bridge: Bridge
     loop: Loop
 
     def close(self) -> None:
-        self.loop.stop()
-        self.bridge.close()
-        self.store.close()
+        try:
+            self.loop.stop()
+            self.bridge.close()
+            self.store.close()
+        finally:
+            self.lock.release()
 
 
 def build(config: Config) -> Service:
-    """Adapter, store, bridge and loop (not started); raises AdapterError when the batch system
-    cannot say its clusters, StoreError when the database cannot be used."""
-    adapter = make_adapter(config)
-    store = None
+    """Lock the state folder, then make adapter, store, bridge and loop (not started); raises
+    StoreError when another daemon holds the folder or the database cannot be used,
+    AdapterError when the batch system cannot say its clusters."""
+    state = config.bridge.state_path
+    state.mkdir(mode=0o700, parents=True, exist_ok=True)
+    lock = StateLock(state)
+    lock.acquire()
+    adapter = store = None
     try:
+        adapter = make_adapter(config)
         store = open_store(config)
         bridge = Bridge(config, adapter, store)
     except BaseException:
         if store is not None:
             store.close()
-        adapter.close()
+        if adapter is not None:
+            adapter.close()
+        lock.release()
         raise
-    return Service(adapter, store, bridge, Loop(bridge))
+    return Service(lock, adapter, store, bridge, Loop(bridge))

@@ -16,6 +16,8 @@ Why these choices:
 
 from __future__ import annotations
 
+import base64
+import secrets
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator
@@ -26,6 +28,12 @@ from typing import Any, Final, Literal, Self
 from coorm_bridge.store.schema import SCHEMA, SCHEMA_VERSION
 
 _BUSY_TIMEOUT_MS: Final = 10_000
+
+
+def new_instance_id() -> str:
+    """6 characters of lowercase base32 (30 random bits): short, since it goes into every
+    reservation name, and valid wherever a name is."""
+    return base64.b32encode(secrets.token_bytes(5)).decode("ascii").lower()[:6]
 
 
 class StoreError(Exception):
@@ -51,6 +59,7 @@ class Database:
         self._writer: int | None = None
         """The thread inside the transaction (``_depth`` > 0), for :attr:`in_transaction`."""
         self._closed = False
+        self._instance: str | None = None
         self._local = threading.local()
         self._readers: list[sqlite3.Connection] = []
         try:
@@ -85,7 +94,11 @@ class Database:
                     conn.execute(statement)
                 conn.executemany(
                     "INSERT INTO meta VALUES (?, ?)",
-                    [("schema_version", str(SCHEMA_VERSION)), ("last_ord", "0")],
+                    [
+                        ("schema_version", str(SCHEMA_VERSION)),
+                        ("last_ord", "0"),
+                        ("instance", new_instance_id()),
+                    ],
                 )
 
     def _schema_version(self) -> int | None:
@@ -163,6 +176,21 @@ class Database:
                     raise
                 finally:
                     self._depth -= 1
+
+    @property
+    def instance(self) -> str:
+        """This bridge's id, made with the file: its reservations carry it, so that two bridges
+        on one batch system never take each other's for orphans."""
+        if self._instance is None:
+            with self.transaction():
+                found = self._read("SELECT value FROM meta WHERE key = 'instance'")
+                if not found:  # a file made before instances had ids
+                    self._conn.execute(
+                        "INSERT INTO meta VALUES ('instance', ?)", (new_instance_id(),)
+                    )
+                    found = self._read("SELECT value FROM meta WHERE key = 'instance'")
+            self._instance = str(found[0][0])
+        return self._instance
 
     @property
     def in_transaction(self) -> bool:
