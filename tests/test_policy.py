@@ -990,3 +990,29 @@ def test_application_table_refuses_impossible_rows():
         )
     with pytest.raises(ValueError, match="outside the view"):
         Application(id="x", order=0, clusters=("b",), state=AppState.WAITING, request=request)
+
+
+def test_an_application_not_before_its_next_attempt_leaves_the_hosts_to_those_behind_it():
+    def waiting(name, order, hosts, **fields):
+        request = Request(nodes={"a": hosts}, duration=100)
+        return Application(
+            id=name,
+            order=order,
+            clusters=("a",),
+            state=AppState.WAITING,
+            request=request,
+            **fields,
+        )
+
+    free = {"a": Profile.constant(4)}
+    policy = Policy()
+    failing, behind = waiting("failing", 1, 4, not_before=500), waiting("behind", 2, 4)
+    result = policy.plan(free, [failing, behind], 10)
+    assert result.outcomes["failing"].estimated_start == 500
+    assert result.outcomes["behind"].estimated_start == 10  # done by 110, before 500
+    assert result.to_start == ("behind",)
+    # Once its attempt is due again it goes first, as its subscription order says.
+    again = policy.plan(free, [replace(failing, not_before=None), behind], 10)
+    assert again.outcomes["failing"].estimated_start == 10
+    assert again.outcomes["behind"].estimated_start == 110
+    assert again.recomputed == 2

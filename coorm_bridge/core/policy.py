@@ -42,6 +42,9 @@ class Application(Frozen):
     request: Request | None = None
     started_at: Time | None = None
     done_at: Time | None = None
+    not_before: Time | None = None
+    """Placed no earlier than this (say its placeholders could not be held: the others may use
+    the hosts until its next attempt)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -115,6 +118,7 @@ class _Memo:
     start: int | None
     view: tuple[Profile, ...]
     views: _Seen
+    not_before: int = 0
 
 
 @dataclass(slots=True)
@@ -179,7 +183,8 @@ class Policy:
                 seen = seen_of[app.clusters] = tuple(index[c] for c in app.clusters if c in index)
             views[app.id] = (seen, state)
             old = self._memo.get(app.id)
-            entry = _Memo(app.request, (), (), (), None, state, old.views if old else _Seen())
+            seen_views = old.views if old else _Seen()
+            entry = _Memo(app.request, (), (), (), None, state, seen_views, app.not_before or 0)
             if app.request is not None:
                 recomputed += self._place(app.request, entry, old, index, now)
                 if entry.start is not None:
@@ -243,10 +248,12 @@ class Policy:
     ) -> int:
         """Fill ``entry`` with the request's start and reservation; 1 if searched, 0 if reused.
 
-        Reused when the request and the profiles of the clusters it asks for are those of the
-        previous pass, and the start found then is not in the past.
+        Reused when the request, its earliest allowed start and the profiles of the clusters it
+        asks for are those of the previous pass, and the start found then is not in the past.
         """
-        same = old is not None and old.request == request
+        same = (
+            old is not None and old.request == request and old.not_before == entry.not_before
+        )
         wanted = old.wanted if old is not None and same else _indices(request, index)
         state = entry.view
         inputs = tuple(state[i] for i in wanted) if -1 not in wanted else ()
@@ -256,7 +263,8 @@ class Policy:
             entry.inputs, entry.reserved, entry.start = old.inputs, old.reserved, old.start
             return 0
         demands = zip(inputs, request.nodes.values(), strict=True)
-        start = earliest_common_start(demands, request.duration, now) if inputs else None
+        after = max(now, entry.not_before)
+        start = earliest_common_start(demands, request.duration, after) if inputs else None
         entry.inputs, entry.reserved, entry.start = inputs, _reserve(inputs, request, start), start
         return 1
 
