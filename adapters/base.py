@@ -55,6 +55,11 @@ class Refused(AdapterError):
         self.retry_after = retry_after
 
 
+class NotPermitted(AdapterError):
+    """The batch system will never do this for this owner (a user it does not know, no right to
+    the partition): retrying cannot help, so the session it is for ends, and only that one."""
+
+
 class NodeState(StrEnum):
     UP = "up"
     DOWN = "down"
@@ -230,6 +235,15 @@ class Adapter(ABC):
     @abstractmethod
     def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         """Hold hosts; all or nothing (a smaller reservation than asked is deleted and Refused)."""
+
+    def reservation(self, cluster: str, name: str) -> Reservation | None:
+        """One reservation as the batch system holds it now (None: it has none of that name).
+
+        The bridge reads a placeholder back before it tells a launcher its hosts, since a batch
+        system may have swapped a host that went down. The default reads a whole snapshot;
+        adapters that can ask for one reservation should."""
+        shot = self.snapshot([cluster]).clusters[cluster]
+        return next((r for r in shot.reservations if r.name == name), None)
 
     @abstractmethod
     def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:

@@ -7,13 +7,15 @@ snapshot types so that adapters need nothing from the bridge.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 
 from coorm_bridge.adapters.base import ClusterSnapshot, JobState, NodeState
 
 
 def foreign_load(
-    snapshot: ClusterSnapshot, own_prefix: str | None
+    snapshot: ClusterSnapshot,
+    own_prefix: str | None,
+    accounted: Collection[str] | None = None,
 ) -> Iterator[tuple[int, int | None, int]]:
     """``(start, end, hosts)`` of everything that keeps hosts from the bridge (None: forever).
 
@@ -21,11 +23,17 @@ def foreign_load(
     predicted start, foreign reservations, and hosts that are down or drained. Reservations named
     with ``own_prefix`` (the bridge's placeholders) and the jobs inside them are left out: the
     policy accounts for the applications that hold them. ``own_prefix=None`` counts them too: the
-    batch system's own view."""
+    batch system's own view. With ``accounted``, only those named there are left out: a
+    placeholder the bridge is still releasing (say a job inside keeps it in use) holds its hosts
+    as any reservation does, until it is gone."""
     now = snapshot.time
 
     def ours(name: str) -> bool:
-        return own_prefix is not None and name.startswith(own_prefix)
+        return (
+            own_prefix is not None
+            and name.startswith(own_prefix)
+            and (accounted is None or name in accounted)
+        )
 
     foreign = {r.name for r in snapshot.reservations if not ours(r.name)}
     own = {r.name for r in snapshot.reservations if ours(r.name)}

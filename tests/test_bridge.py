@@ -35,11 +35,13 @@ hosts = 4
 class Site:
     """A bridge over a two-cluster mock platform on a virtual clock."""
 
-    def __init__(self, tmp_path, fair_start=30, horizon=300, attempts=3):
+    def __init__(self, tmp_path, fair_start=30, horizon=300, attempts=3, hold_first=0):
         self.adapter = MockAdapter(parse_platform(PLATFORM), VirtualClock(T0))
         config = Config(
             policy=PolicyConfig(interval=1.0, fair_start=fair_start),
-            placement=PlacementSettings(horizon=horizon, attempts=attempts, poll_interval=5.0),
+            placement=PlacementSettings(
+                horizon=horizon, attempts=attempts, poll_interval=5.0, hold_first=hold_first
+            ),
         )
         self.store = Store(tmp_path / "bridge.sqlite")
         self.bridge = Bridge(config, self.adapter, self.store)
@@ -180,7 +182,7 @@ def test_a_refusing_cluster_rolls_back_and_the_start_is_retried(site):
     site.step(T0 + 2)
     assert site.state(sid) is AppState.WAITING
     assert site.ours("c1") == {}  # rolled back: nothing held anywhere
-    assert site.bridge.runner.placement_failures == 1
+    assert site.bridge.runner.enactor.placement_failures == 1
     site.step(T0 + 3)
     assert site.state(sid) is AppState.STARTED
     (start,) = site.events(sid, "start")
@@ -357,7 +359,7 @@ def test_a_session_the_batch_system_rejects_does_not_hold_up_the_others(tmp_path
     assert site.state(fine) is AppState.STARTED
     assert site.state(rejected) is AppState.WAITING
     assert site.store.placeholders(rejected) == []
-    assert site.bridge.runner.placement_failures >= 2
+    assert site.bridge.runner.enactor.placement_failures >= 2
 
 
 def test_a_host_going_down_under_a_started_application_kills_it_and_frees_the_rest(site):

@@ -21,8 +21,10 @@ from coorm_bridge.adapters.base import (
     ClusterSnapshot,
     JobSpec,
     JobState,
+    NotPermitted,
     PlatformSnapshot,
     Refused,
+    Reservation,
     ReservationHandle,
     ReservationSpec,
     Unavailable,
@@ -123,6 +125,11 @@ class BatchAdapter(Adapter, Generic[B]):
             self.backend.update_reservation(binding, spec, begun=begun)
         return self._verified(binding, spec, created=False)
 
+    def reservation(self, cluster: str, name: str) -> Reservation | None:
+        binding = self._binding(cluster)
+        with self._failures(cluster, reading=True):
+            return self.backend.reservation(binding, name)
+
     def delete_reservation(self, cluster: str, name: str) -> None:
         binding = self._binding(cluster)
         try:
@@ -199,6 +206,8 @@ class BatchAdapter(Adapter, Generic[B]):
                 raise Unavailable(message, cluster=cluster) from failure
             if failure.kind in REFUSALS:
                 raise Refused(message, cluster=cluster) from failure
+            if failure.kind == "invalid_user":
+                raise NotPermitted(message, cluster=cluster) from failure
             raise AdapterError(message, cluster=cluster) from failure
         except ValueError as invalid:  # a name the request builders refuse
             raise AdapterError(f"{cluster}: {invalid}", cluster=cluster) from invalid

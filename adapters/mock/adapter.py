@@ -27,6 +27,7 @@ from coorm_bridge.adapters.base import (
     JobSpec,
     JobState,
     NodeState,
+    NotPermitted,
     PlatformSnapshot,
     Refused,
     ReservationHandle,
@@ -85,6 +86,7 @@ class MockAdapter(Adapter):
         }
         self._outages: dict[str, list[_Outage]] = {c.name: [] for c in spec.clusters}
         self._refusals: dict[str, _Refusals] = {}
+        self._unknown_users: set[str] = set()
         self._ids = itertools.count(1)
         for number, load in enumerate(spec.loads, 1):
             self._add_load(number, load, start)
@@ -118,12 +120,14 @@ class MockAdapter(Adapter):
     def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         scheduler = self._answering(cluster, self._sync())
         self._maybe_refuse(cluster)
+        self._check_users(cluster, spec)
         return scheduler.create_reservation(spec)
 
     @_locked
     def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         scheduler = self._answering(cluster, self._sync())
         self._maybe_refuse(cluster)
+        self._check_users(cluster, spec)
         return scheduler.update_reservation(spec)
 
     @_locked
@@ -204,6 +208,12 @@ class MockAdapter(Adapter):
         self._scheduler(cluster).set_node_state(host, state, at)
 
     @_locked
+    def forget_user(self, user: str) -> None:
+        """The batch system no longer knows ``user`` (as a uid with no passwd entry there):
+        reservations for it are refused for good (:class:`NotPermitted`)."""
+        self._unknown_users.add(user)
+
+    @_locked
     def upgrade(self, cluster: str, /, **properties: object) -> ClusterInfo:
         """The site changed a cluster's cores, RAM, scratch or speed (an upgrade, a new CPU
         generation): what ``clusters()`` reports from now on. Its hosts stay as they are: take
@@ -252,6 +262,15 @@ class MockAdapter(Adapter):
                     cluster=cluster,
                 )
         return scheduler
+
+    def _check_users(self, cluster: str, spec: ReservationSpec) -> None:
+        strangers = sorted(set(spec.users) & self._unknown_users)
+        if strangers:
+            raise NotPermitted(
+                f"{cluster}: Invalid user id: {', '.join(strangers)} (unknown to the simulated "
+                "batch system)",
+                cluster=cluster,
+            )
 
     def _maybe_refuse(self, cluster: str) -> None:
         refusals = self._refusals.get(cluster)

@@ -251,9 +251,7 @@ class Policy:
         Reused when the request, its earliest allowed start and the profiles of the clusters it
         asks for are those of the previous pass, and the start found then is not in the past.
         """
-        same = (
-            old is not None and old.request == request and old.not_before == entry.not_before
-        )
+        same = old is not None and old.request == request and old.not_before == entry.not_before
         wanted = old.wanted if old is not None and same else _indices(request, index)
         state = entry.view
         inputs = tuple(state[i] for i in wanted) if -1 not in wanted else ()

@@ -25,6 +25,7 @@ class BridgeCollector(Collector):
 
     def collect(self) -> Iterator[Metric]:
         runner = self.bridge.runner
+        enactor = runner.enactor
         sessions = GaugeMetricFamily("coorm_sessions", "Sessions per state.", labels=["state"])
         for state, count in self.bridge.store.counts().items():
             sessions.add_metric([state.value], count)
@@ -39,11 +40,16 @@ class BridgeCollector(Collector):
                 "Distinct views handed to applications' selectors.",
             ),
             ("coorm_recomputed", counters.recomputed, "Earliest-start searches run."),
-            ("coorm_placements", runner.placements, "Applications started on placeholders."),
+            ("coorm_placements", enactor.placements, "Applications started on placeholders."),
             (
                 "coorm_placement_failures",
-                runner.placement_failures,
+                enactor.placement_failures,
                 "Co-allocation attempts that failed and were rolled back.",
+            ),
+            (
+                "coorm_session_errors",
+                enactor.session_errors,
+                "Sessions set aside after an unexpected error (each logged once at ERROR).",
             ),
         ):
             yield CounterMetricFamily(name, text, value=value)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from coorm_bridge.adapters.base import (
     Adapter,
     AdapterError,
+    NotPermitted,
     Refused,
     ReservationHandle,
     ReservationSpec,
@@ -41,8 +42,11 @@ class CoAllocationFailed(Exception):
         retry_after: Mapping[str, int] | None = None,
         unavailable: tuple[str, ...] = (),
         leftovers: tuple[tuple[str, str], ...] = (),
+        permanent: bool = False,
     ) -> None:
         super().__init__(message)
+        self.permanent = permanent
+        """A batch system will never hold hosts for this owner: retrying cannot help."""
         self.retry_after = dict(retry_after or {})
         self.unavailable = unavailable
         self.leftovers = leftovers
@@ -106,9 +110,13 @@ def hold(
             raise _rolled_back(
                 adapter, taken, f"{cluster} did not answer: {silent}", unavailable=(cluster,)
             ) from silent
+        except NotPermitted as never:
+            # Say an owner the batch system does not know: nothing can ever be held for this
+            # one, but the others' passes must go on.
+            raise _rolled_back(
+                adapter, taken, f"{cluster} will not: {never}", permanent=True
+            ) from never
         except AdapterError as error:
-            # Say an owner the batch system does not know: nothing can be held for this one,
-            # but the others' passes must go on.
             raise _rolled_back(adapter, taken, f"{cluster} failed: {error}") from error
         taken.handles[cluster] = handle
         problem = spec.unmet_by(handle)
@@ -134,6 +142,8 @@ def _rolled_back(
     message: str,
     retry_after: Mapping[str, int] | None = None,
     unavailable: tuple[str, ...] = (),
+    *,
+    permanent: bool = False,
 ) -> CoAllocationFailed:
     left = release(adapter, taken.handles)
     return CoAllocationFailed(
@@ -141,4 +151,5 @@ def _rolled_back(
         retry_after=retry_after,
         unavailable=unavailable,
         leftovers=tuple(left),
+        permanent=permanent,
     )

@@ -12,7 +12,7 @@ from inside a store transaction (asserted).
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from coorm_bridge.adapters.base import (
     Adapter,
@@ -20,7 +20,6 @@ from coorm_bridge.adapters.base import (
     ReservationHandle,
     ReservationSpec,
 )
-from coorm_bridge.core.messages import Allocation
 from coorm_bridge.placement.coallocation import CoAllocationFailed, hold, placeholder_name
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import PlaceholderRow, PlaceholderStatus, SessionRow
@@ -155,20 +154,45 @@ class Placeholders:
         if old is not None:
             self.store.put_placeholder(old.model_copy(update={"status": status}))
 
-    @staticmethod
-    def allocations(held: Mapping[str, PlaceholderRow]) -> dict[str, Allocation]:
-        """What a ``start`` event tells the launcher: hosts and reservation per cluster."""
-        return {
-            cluster: Allocation(hosts=list(p.host_names), reservation=p.name)
-            for cluster, p in sorted(held.items())
-        }
+    def confirm(
+        self, row: SessionRow, held: Mapping[str, PlaceholderRow]
+    ) -> dict[str, PlaceholderRow]:
+        """Read each placeholder back from its batch system before a launcher is told its hosts:
+        a batch system may have swapped a host that went down. The hosts recorded (and told) are
+        the batch system's; a placeholder gone, shrunk or moved is a failed start (tried again).
+        """
+        assert not self.store.in_transaction, "no batch-system call inside a store transaction"
+        confirmed: dict[str, PlaceholderRow] = {}
+        for cluster, placeholder in sorted(held.items()):
+            kept = placeholder
+            try:
+                made = self.adapter.reservation(cluster, kept.name)
+            except AdapterError as error:
+                raise CoAllocationFailed(
+                    f"{cluster}: placeholder {kept.name} could not be read back: {error}",
+                    unavailable=(cluster,),
+                ) from error
+            asked = ReservationSpec(
+                name=kept.name, start=kept.start, end=kept.end, hosts=kept.hosts, users=("x",)
+            )
+            problem = "gone" if made is None else asked.unmet_by(made)
+            if made is None or problem is not None:
+                raise CoAllocationFailed(f"{cluster}: placeholder {kept.name} is {problem}")
+            if set(made.host_names) != set(kept.host_names):
+                log.info("%s: %s now holds %s", cluster, kept.name, ", ".join(made.host_names))
+                kept = kept.model_copy(update={"host_names": made.host_names})
+                self.store.put_placeholder(kept)
+            confirmed[cluster] = kept
+        return confirmed
 
     # -- ghosts and release -------------------------------------------------------------------
 
-    def shrink(self, row: SessionRow, until: int) -> None:
+    def shrink(self, row: SessionRow, until: int) -> list[str]:
         """Done: keep the hosts only until ``until`` (the ghost), so that the local scheduler
-        cannot backfill them before older applications had ``fair_start`` to adapt."""
+        cannot backfill them before older applications had ``fair_start`` to adapt. Returns the
+        clusters where it must be tried again."""
         assert not self.store.in_transaction, "no batch-system call inside a store transaction"
+        left: list[str] = []
         for old in self.store.placeholders(row.id):
             if old.status is not HELD or old.end <= until:
                 if old.status is HELD:
@@ -185,19 +209,30 @@ class Placeholders:
             try:
                 handle = self.adapter.update_reservation(old.cluster, spec)
             except AdapterError as error:
-                # Holding a little longer than fair_start is harmless: reconciliation retries.
-                log.warning("ghost of %s on %s not shrunk: %s", row.id, old.cluster, error)
+                # Holding a little longer than fair_start is harmless: tried again later.
+                log.info("ghost of %s on %s not shrunk yet: %s", row.id, old.cluster, error)
+                left.append(old.cluster)
                 continue
             self.record(row.id, handle, GHOST)
+        return left
 
-    def release(self, session_id: str) -> list[str]:
+    def release(
+        self, session_id: str, inside: Callable[[str, str], Iterable[str]] | None = None
+    ) -> list[str]:
         """Delete every placeholder of a session; returns the clusters where it must be retried
-        (a batch system that refused, say because a job still runs inside, or did not answer)."""
+        (a batch system that refused, say because a job still runs inside, or did not answer).
+
+        ``inside(cluster, name)`` names the jobs still in a placeholder: they are cancelled
+        first, since the session they belonged to is over (killed, say, after a host went down
+        on another cluster) and a batch system refuses to delete a reservation in use."""
         assert not self.store.in_transaction, "no batch-system call inside a store transaction"
         left = []
         for old in self.store.placeholders(session_id):
             self.mark(session_id, old.cluster, RELEASING)
             try:
+                for job in inside(old.cluster, old.name) if inside is not None else ():
+                    log.info("cancelling job %s left in %s on %s", job, old.name, old.cluster)
+                    self.adapter.cancel(old.cluster, job)
                 self.adapter.delete_reservation(old.cluster, old.name)
             except AdapterError as error:
                 log.info("placeholder %s on %s not deleted yet: %s", old.name, old.cluster, error)

@@ -43,7 +43,7 @@ class Bridge:
         self.admins = frozenset(config.bridge.admins)
         self._lock = threading.RLock()
         self._passed = threading.Condition(self._lock)
-        self.runner = PassRunner(config, adapter, store, [c.name for c in self.infos])
+        self.runner = PassRunner(config, adapter, store, [c.name for c in self.infos], self._lock)
         self.runner.notify = self._notify
         self.reconciled: Counter[str] = Counter()
         """Repairs made by reconciliation since the start, per action (for metrics)."""
@@ -167,7 +167,7 @@ class Bridge:
                 return row
             if row.state not in PLACED:
                 raise Conflict(f"session {session_id} is {row.state}: send done instead")
-            row = self.runner.end(row, AppState.CANCELLED, self.now())
+            row = self.runner.recorder.end(row, AppState.CANCELLED, self.now())
             self.runner.trigger()
             return row
 
@@ -195,9 +195,10 @@ class Bridge:
             self.runner.trigger()
         return self.runner.poller.delay(cluster)
 
-    def tick(self) -> bool:
-        """Run a pass if one is due (something changed, or a start, a placement horizon or a
-        ghost's end was reached). True if it ran."""
+    def plan(self) -> bool:
+        """Run a pass if one is due (something changed, or a start, a placement horizon, a
+        ghost's end or a retry was reached). True if it ran. It calls no batch system: what it
+        wants of them is left to :meth:`enact`."""
         with self._lock:
             if not self.runner.due(self.now()):
                 return False
@@ -205,9 +206,24 @@ class Bridge:
             self._passed.notify_all()
             return True
 
+    def enact(self) -> int:
+        """Carry out in the batch systems what the passes want (outside the lock, one run at a
+        time); returns how many sessions were worked on."""
+        return self.runner.enactor.run()
+
+    def tick(self) -> bool:
+        """A pass if one is due, then its placements: the loop runs the two apart (so that no
+        call waits on a batch system); tests and tools step through both at once."""
+        ran = self.plan()
+        self.enact()
+        return ran
+
     def reconcile(self) -> dict[str, int]:
-        """Compare the batch systems' reservations with the store and repair the difference."""
-        with self._lock:
+        """Compare the batch systems' reservations with the store and repair the difference.
+
+        It changes reservations, so it runs between two enactments, never during one; the
+        bridge's lock is not held while the batch systems are asked."""
+        with self.runner.enactor.working:
             ours = {}
             for cluster in self.runner.poller.clusters:
                 try:
@@ -220,6 +236,7 @@ class Bridge:
             self.reconciled.update(done)
         if done:
             log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
+            self.runner.trigger()
         return done
 
     def refresh_catalogue(self) -> dict[str, list[Change]]:

@@ -90,6 +90,10 @@ class PlacementSettings(Frozen):
 
     horizon: Annotated[int, Field(ge=0, strict=True)] = 300
     """Hold placeholders for applications starting within this many seconds."""
+    hold_first: Annotated[int, Field(ge=0, le=1000, strict=True)] = 1
+    """The first this many waiting applications hold placeholders at their estimated start
+    even beyond the horizon (as a batch scheduler reserves for its top jobs), so that local jobs
+    submitted after them can never delay them; 0 holds only within the horizon."""
     attempts: Annotated[int, Field(ge=1, le=100, strict=True)] = 5
     """Co-allocation tries (reserve everywhere or roll back) before recomputing later."""
     poll_interval: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0

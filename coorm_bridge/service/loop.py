@@ -56,6 +56,7 @@ class Loop:
                 self._poll, IntervalTrigger(seconds=delay), args=(cluster,), id=f"poll-{cluster}"
             )
         self.scheduler.add_job(self._tick, IntervalTrigger(seconds=interval), id="policy")
+        self.scheduler.add_job(self._enact, IntervalTrigger(seconds=interval), id="enact")
         self.scheduler.add_job(
             self._reconcile, IntervalTrigger(seconds=self.reconcile_every), id="reconcile"
         )
@@ -87,11 +88,31 @@ class Loop:
 
     def _tick(self) -> None:
         try:
-            self.bridge.tick()
+            planned = self.bridge.plan()
         except Exception:
             # A bug in one pass must not stop the next ones; the next pass starts afresh.
             log.exception("policy pass failed")
             self.bridge.runner.trigger()
+            return
+        if planned and self.bridge.runner.enactor.pending:
+            self._wake("enact")
+
+    def _enact(self) -> None:
+        """Placements run apart from passes: a slow batch system delays them, not the passes
+        (nor, through them, the answers to launchers)."""
+        try:
+            self.bridge.enact()
+        except Exception:
+            log.exception("carrying out the placements failed")
+
+    def _wake(self, job_id: str) -> None:
+        """Run a job now rather than at its next interval (unless it is running: coalesced)."""
+        with self._rescheduling:
+            if self._stopping:
+                return
+            job = self.scheduler.get_job(job_id)
+            if job is not None:
+                job.modify(next_run_time=datetime.now(job.next_run_time.tzinfo))
 
     def _reconcile(self) -> None:
         try:

@@ -1,32 +1,34 @@
-"""One policy pass carried out: states and events written, placeholders held, moved, released.
+"""One policy pass: planned, recorded, and handed to the enactor as intents.
 
-The policy (:mod:`coorm_bridge.core.policy`) only computes; this module turns its answer into facts,
-in an order that keeps promises: ghosts that expired release their hosts first, then
-applications whose start is now get their placeholders confirmed and a ``start`` event, then
-placeholders are taken for those starting within ``placement.horizon``. A co-allocation that
-fails is retried on the next passes (at most ``placement.attempts`` in a row, then not before
-the batch system's hint or the next poll), never reported as started.
+The policy (:mod:`coorm_bridge.core.policy`) only computes. A pass turns its answer into facts in
+the store (states, estimates, ``change``, ``killed`` and ``ended`` events, in one transaction,
+launchers woken after the commit) and into *intents* for the batch systems, which the enactor
+(:mod:`coorm_bridge.service.enactor`) carries out outside the bridge's lock. A pass calls no
+batch system, so it takes a moment whatever the batch systems do.
+
+Intents are worked out afresh at every pass from the store and the plan (level, not edge): after
+a restart, or a failed call, the next pass asks again for whatever is still missing.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
-from typing import Any, Final
+from collections.abc import Callable, Mapping
+from contextlib import AbstractContextManager
+from typing import Final
 
 from coorm_bridge.adapters.base import Adapter, NodeState
 from coorm_bridge.core.messages import CAP, Change, ChangeKind
 from coorm_bridge.core.policy import Application, Plan, Policy
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
-from coorm_bridge.placement.coallocation import CoAllocationFailed
-from coorm_bridge.placement.placeholders import Placeholders
+from coorm_bridge.placement.placeholders import RELEASING, Placeholders
 from coorm_bridge.placement.reconcile import Reconciler
 from coorm_bridge.service.config import Config
+from coorm_bridge.service.enactor import Enactor, Hold, Intent, Release, Shrink, Start
 from coorm_bridge.service.polling import Poller
-from coorm_bridge.store import Store
-from coorm_bridge.store.rows import PlaceholderRow, SessionRow
+from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.store import PlaceholderRow, SessionRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,14 @@ log = logging.getLogger(__name__)
 class PassRunner:
     """Runs passes and remembers what launchers were told; the caller holds the bridge lock."""
 
-    def __init__(self, config: Config, adapter: Adapter, store: Store, clusters: list[str]) -> None:
+    def __init__(
+        self,
+        config: Config,
+        adapter: Adapter,
+        store: Store,
+        clusters: list[str],
+        lock: AbstractContextManager[object],
+    ) -> None:
         self.config = config
         self.store = store
         prefix = own_prefix(config, store)
@@ -42,18 +51,31 @@ class PassRunner:
         self.poller = Poller(adapter, clusters, prefix, config.placement.poll_interval)
         self.placeholders = Placeholders(adapter, store, prefix)
         self.reconciler = Reconciler(self.placeholders)
-        self.notify: Callable[[str], None] = lambda session_id: None
+        self.recorder = Recorder(store)
+        self.enactor = Enactor(
+            config=config,
+            adapter=adapter,
+            store=store,
+            placeholders=self.placeholders,
+            poller=self.poller,
+            recorder=self.recorder,
+            lock=lock,
+        )
+        self.enactor.trigger = self.trigger
         self.passes = 0
-        self.placements = 0
-        self.placement_failures = 0
         self.dirty = True
         self.next_due: int | None = None
         self.last: Plan | None = None
         self._sent: dict[str, dict[str, Profile]] = {}
-        self._failures: dict[str, int] = {}
-        self._not_before: dict[str, int] = {}
-        self._release: set[str] = set()
-        self._apps: dict[str, tuple[SessionRow, Application]] = {}
+        self._apps: dict[str, tuple[SessionRow, int | None, Application]] = {}
+
+    @property
+    def notify(self) -> Callable[[str], None]:
+        return self.recorder.notify
+
+    @notify.setter
+    def notify(self, callback: Callable[[str], None]) -> None:
+        self.recorder.notify = callback
 
     def trigger(self) -> None:
         """Something changed: run a pass at the next tick (at most one per policy.interval)."""
@@ -72,70 +94,69 @@ class PassRunner:
     # -- the pass ---------------------------------------------------------------------------
 
     def run(self, now: int) -> Plan:
-        """One pass. States, estimates and events are written in one transaction and launchers
-        woken after it commits; the batch systems are called only after that (never inside a
-        transaction: a slow controller must not block the store)."""
+        """One pass: plan, record (one transaction, one savepoint per session: a session whose
+        handling raises is set aside alone), and hand the intents to the enactor."""
         self.dirty = False
-        for session_id in sorted(self._release):
-            if not self.placeholders.release(session_id):
-                self._release.discard(session_id)
         rows = {row.id: row for row in self.store.sessions(states=ACTIVE)}
-        result = self.policy.plan(self.poller.free(), self._applications(rows), now)
+        held = self._held()
+        table = self._applications(rows, now)
+        result = self.policy.plan(self.poller.free(self._accounted(rows, held)), table, now)
         self.last = result
-        shrink: list[tuple[SessionRow, int]] = []
-        with self._batch():
-            for app_id, outcome in result.outcomes.items():
-                row = rows[app_id]
-                if outcome.state is AppState.FINISHED:
-                    self.end(row, AppState.FINISHED, now)
-                elif outcome.state is AppState.GHOST and row.state is AppState.FINISH_SENT:
-                    assert outcome.hold_until is not None
-                    self.store.update_session(app_id, now=now, state=AppState.GHOST)
-                    shrink.append((row, outcome.hold_until))
-                elif row.state in PLACED:
-                    rows[app_id] = self._placed(row, result, now)
-            for app_id in result.expired:
-                reason = f"the allocation ended at {rows[app_id].alloc_end} without done"
-                self._kill(rows[app_id], reason, now)
-            for app_id, reason in self._lost(rows, result, self._held()).items():
-                self._kill(rows[app_id], reason, now)
-                self.trigger()  # its hosts are free for the others from the next pass
-        for row, until in shrink:
-            self.placeholders.shrink(row, until)
-        for session_id in sorted(self._release):
-            self._release_now(session_id)
-        self._place(rows, result, now)
+        broken: dict[str, Exception] = {}
+        ended: set[str] = set()
+        with self.recorder.batch():
+            for app_id in result.outcomes:
+                try:
+                    with self.store.transaction():
+                        rows[app_id] = self._record(rows[app_id], result, now)
+                except Exception as error:  # a bug, for this session only
+                    broken[app_id] = error
+            lost = self._lost(rows, result, held)
+            for app_id, reason in [*self._expired(rows, result), *lost.items()]:
+                self.recorder.kill(rows[app_id], reason, now)
+                ended.add(app_id)
+        for app_id, failure in broken.items():
+            self._set_aside(rows[app_id], failure, now)
+            ended.add(app_id)
+        for app_id in ended:
+            self._sent.pop(app_id, None)
+        self._intend(rows, result, held, ended, now)
         self._sent = {k: v for k, v in self._sent.items() if k in result.outcomes}
         self.next_due = self._next_due(result, now)
         self.passes += 1
         return result
 
-    def _applications(self, rows: dict[str, SessionRow]) -> list[Application]:
+    def _applications(self, rows: dict[str, SessionRow], now: int) -> list[Application]:
         """The policy's table; an unchanged row (the store hands out the same object for the
-        same values) keeps its application, so a pass validates only what changed."""
-        apps = self._apps
+        same values) keeps its application, so a pass validates only what changed. A row that
+        cannot be read as an application is set aside, alone."""
+        apps, waits = self._apps, self.enactor.not_before()
         table = []
-        for session_id, row in rows.items():
+        for session_id, row in list(rows.items()):
+            not_before = waits.get(session_id)
             cached = apps.get(session_id)
-            if cached is None or cached[0] is not row:
-                cached = apps[session_id] = (row, application_of(row))
-            table.append(cached[1])
+            if cached is None or cached[0] is not row or cached[1] != not_before:
+                try:
+                    app = application_of(row, not_before if row.state in PLACED else None)
+                except Exception as error:  # a bug, for this session only
+                    self._set_aside(row, error, now)
+                    del rows[session_id]
+                    continue
+                cached = apps[session_id] = (row, not_before, app)
+            table.append(cached[2])
         for gone in apps.keys() - rows.keys():
             del apps[gone]
         return table
 
-    @contextmanager
-    def _batch(self) -> Iterator[None]:
-        """One transaction for many events; their sessions are woken once it committed."""
-        woken: list[str] = []
-        notify, self.notify = self.notify, woken.append
-        try:
-            with self.store.transaction():
-                yield
-        finally:
-            self.notify = notify
-        for session_id in dict.fromkeys(woken):
-            notify(session_id)
+    def _record(self, row: SessionRow, result: Plan, now: int) -> SessionRow:
+        outcome = result.outcomes[row.id]
+        if outcome.state is AppState.FINISHED:
+            return self.recorder.end(row, AppState.FINISHED, now)
+        if outcome.state is AppState.GHOST and row.state is AppState.FINISH_SENT:
+            return self.recorder.update(row, now, state=AppState.GHOST)
+        if row.state in PLACED:
+            return self._placed(row, result, now)
+        return row
 
     def _placed(self, row: SessionRow, result: Plan, now: int) -> SessionRow:
         """Persist a waiting application's new estimate; tell it when its view changed."""
@@ -144,7 +165,7 @@ class PassRunner:
         estimate = outcome.estimated_start
         changed_estimate = estimate != row.estimated_start
         if state is not row.state or changed_estimate:
-            row = self.store.update_session(row.id, now=now, state=state, estimated_start=estimate)
+            row = self.recorder.update(row, now, state=state, estimated_start=estimate)
         if row.id in result.to_start or not (outcome.view_changed or changed_estimate):
             return row
         view = result.view(row.id)
@@ -157,47 +178,17 @@ class PassRunner:
         self._sent[row.id] = view
         if changes or changed_estimate:
             event = {"type": "change", "time": now, "changes": changes, "estimated_start": estimate}
-            self._emit(row.id, event)
+            self.recorder.emit(row.id, event)
         return row
 
-    def _start(self, row: SessionRow, now: int) -> None:
-        assert row.request is not None
-        if self._not_before.get(row.id, 0) > now:
-            return
-        # A long pass may have crossed a second: a reservation cannot begin in the past.
-        now = self._fresh(now)
+    def _set_aside(self, row: SessionRow, error: Exception, now: int) -> None:
+        self.enactor.session_errors += 1
+        log.error("session %s set aside after an unexpected error", row.id, exc_info=error)
+        why = f"the bridge could not handle this session: {type(error).__name__}: {error}"
         try:
-            held = self.placeholders.ensure(row, now, now)
-        except CoAllocationFailed as failed:
-            self._failed(row, failed, now)
-            return
-        self._failures.pop(row.id, None)
-        self._not_before.pop(row.id, None)
-        self.placements += 1
-        end = now + row.request.duration
-        with self._batch():
-            self.store.update_session(
-                row.id,
-                now=now,
-                state=AppState.STARTED,
-                started_at=now,
-                alloc_end=end,
-                estimated_start=now,
-            )
-            event = {
-                "type": "start",
-                "time": now,
-                "end": end,
-                "allocations": Placeholders.allocations(held),
-            }
-            self._emit(row.id, event)
-        log.info("session %s started on %s until %d", row.id, ", ".join(held), end)
-
-    def _kill(self, row: SessionRow, reason: str, now: int) -> None:
-        """The allocation is taken back (its end passed without ``done``, a host went down):
-        the launcher is told why, then the session ends and its placeholders go."""
-        self._emit(row.id, {"type": "killed", "time": now, "reason": reason})
-        self.end(row, AppState.FINISHED, now)
+            self.recorder.fail(row, why, now)
+        except Exception:
+            log.exception("session %s could not even be set aside", row.id)
 
     def _held(self) -> dict[str, list[PlaceholderRow]]:
         """Every placeholder, by session: one query per pass rather than one per session."""
@@ -205,6 +196,27 @@ class PassRunner:
         for placeholder in self.store.placeholders():
             held.setdefault(placeholder.session_id, []).append(placeholder)
         return held
+
+    @staticmethod
+    def _accounted(
+        rows: Mapping[str, SessionRow], held: Mapping[str, list[PlaceholderRow]]
+    ) -> dict[str, frozenset[str]]:
+        """Per cluster, the placeholders the policy subtracts itself: those of active sessions
+        not being released. Any other reservation of the bridge holds its hosts as load."""
+        names: dict[str, set[str]] = {}
+        for session_id, placeholders in held.items():
+            if session_id in rows:
+                for p in placeholders:
+                    if p.status is not RELEASING:
+                        names.setdefault(p.cluster, set()).add(p.name)
+        return {cluster: frozenset(found) for cluster, found in names.items()}
+
+    def _expired(self, rows: Mapping[str, SessionRow], result: Plan) -> list[tuple[str, str]]:
+        return [
+            (app_id, f"the allocation ended at {rows[app_id].alloc_end} without done")
+            for app_id in result.expired
+            if app_id in rows and rows[app_id].state is AppState.STARTED
+        ]
 
     def _lost(
         self,
@@ -217,7 +229,8 @@ class PassRunner:
         its job finish and is not a loss)."""
         lost: dict[str, str] = {}
         for app_id, outcome in result.outcomes.items():
-            if rows[app_id].state is not AppState.STARTED or app_id in result.expired:
+            row = rows.get(app_id)
+            if row is None or row.state is not AppState.STARTED or app_id in result.expired:
                 continue
             if outcome.state is not AppState.STARTED:
                 continue
@@ -232,70 +245,70 @@ class PassRunner:
                     break
         return lost
 
-    def _place(self, rows: dict[str, SessionRow], result: Plan, now: int) -> None:
-        """Start who starts now; hold placeholders for those starting within the horizon, and
-        none for the others.
+    # -- intents ------------------------------------------------------------------------------
 
-        Placeholders that move later go first, lowest priority first, then the starts and the
-        others in priority order: a higher-priority application taking over hosts that a lower
-        one held a moment ago (say it adapted its request within fair_start) finds them vacated.
-        """
-        horizon = self.config.placement.horizon
-        later: list[tuple[SessionRow, int]] = []
-        others: list[tuple[SessionRow, int]] = []
-        placeholders = self._held()
+    def _intend(
+        self,
+        rows: Mapping[str, SessionRow],
+        result: Plan,
+        held: Mapping[str, list[PlaceholderRow]],
+        ended: set[str],
+        now: int,
+    ) -> None:
+        """What the batch systems should hold after this pass, in the order to get there.
+
+        Releases first (ended sessions, ghosts past their time), then shrinks to ghosts, then
+        placeholders that move later (lowest priority first), then the starts, then the others
+        in priority order: a higher-priority application taking over hosts that a lower one held
+        a moment ago (say it adapted its request within fair_start) finds them vacated.
+        Placeholders are held for applications starting within ``placement.horizon``, and for
+        the first ``placement.hold_first`` waiting ones wherever their start is, so that local
+        jobs submitted later cannot delay them."""
+        horizon, first = self.config.placement.horizon, self.config.placement.hold_first
+        releases: list[str] = []
+        shrinks: dict[str, Intent] = {}
+        later: list[tuple[str, Intent]] = []
+        starts: list[str] = []
+        others: list[tuple[str, Intent]] = []
+        for session_id in held:
+            row = rows.get(session_id)
+            if row is None or row.state not in ACTIVE or session_id in ended:
+                releases.append(session_id)
         for app_id, outcome in result.outcomes.items():
-            row = rows[app_id]
-            if row.state is not AppState.WAITING or app_id in result.to_start:
+            row = rows.get(app_id)
+            if row is None or row.state not in ACTIVE or app_id in ended:
+                continue
+            placeholders = held.get(app_id, [])
+            if row.state is AppState.GHOST and outcome.hold_until is not None:
+                if any(p.end > outcome.hold_until for p in placeholders):
+                    shrinks[app_id] = Shrink(outcome.hold_until)
+                continue
+            if row.state is not AppState.WAITING:
                 continue
             start = outcome.estimated_start
-            held = placeholders.get(app_id, [])
-            if start is None or start > now + horizon:
-                if held:
-                    self._release_now(app_id)
+            if app_id in result.to_start:
+                starts.append(app_id)
                 continue
-            moved_later = any(p.start < start for p in held)
-            (later if moved_later else others).append((row, start))
-        for row, start in reversed(later):
-            self._ensure(row, start, now)
-        for app_id in result.to_start:
-            self._start(rows[app_id], now)
-        for row, start in others:
-            self._ensure(row, start, now)
-
-    def _ensure(self, row: SessionRow, start: int, now: int) -> None:
-        if self._not_before.get(row.id, 0) > now:
-            return
-        now = self._fresh(now)
-        try:
-            self.placeholders.ensure(row, max(start, now), now)
-        except CoAllocationFailed as failed:
-            self._failed(row, failed, now)
-        else:
-            self._failures.pop(row.id, None)
-
-    def _fresh(self, now: int) -> int:
-        return max(now, self.placeholders.adapter.now())
-
-    def _failed(self, row: SessionRow, failed: CoAllocationFailed, now: int) -> None:
-        """Bounded retries: refresh the refusing clusters' snapshots and try again next pass;
-        after ``placement.attempts`` failures in a row wait for the hint or the next poll."""
-        self.placement_failures += 1
-        count = self._failures[row.id] = self._failures.get(row.id, 0) + 1
-        log.info("session %s: %s (attempt %d)", row.id, failed, count)
-        for cluster in failed.retry_after or (row.request.nodes if row.request else {}):
-            self.poller.poll(cluster)
-        if count >= self.config.placement.attempts:
-            hints = [t for t in failed.retry_after.values() if t > now]
-            wait = int(self.config.placement.poll_interval) + 1
-            self._not_before[row.id] = max(hints, default=now + wait)
-            self._failures[row.id] = 0
-        self.trigger()
+            top = first > 0 and start is not None
+            if top:
+                first -= 1
+            if start is None or (start > now + horizon and not top):
+                if placeholders:
+                    releases.append(app_id)
+                continue
+            moved_later = any(p.start < start for p in placeholders)
+            (later if moved_later else others).append((app_id, Hold(start)))
+        intents: dict[str, Intent] = dict.fromkeys(releases, Release())
+        intents |= shrinks
+        intents |= dict(reversed(later))
+        intents |= dict.fromkeys(starts, Start())
+        intents |= dict(others)
+        self.enactor.want(list(intents), intents)
 
     def announce(self, changes: Mapping[str, list[Change]], now: int) -> None:
         """Tell every active session the changes of the clusters it sees (properties, links),
         in one transaction."""
-        with self._batch():
+        with self.recorder.batch():
             for row in self.store.sessions(states=ACTIVE):
                 told = [change for c in row.clusters for change in changes.get(c, ())]
                 if told:
@@ -305,52 +318,28 @@ class PassRunner:
                         "changes": told,
                         "estimated_start": row.estimated_start,
                     }
-                    self._emit(row.id, event)
-
-    # -- endings ------------------------------------------------------------------------------
-
-    def end(self, row: SessionRow, state: AppState, now: int) -> SessionRow:
-        """Finish or cancel a session: final state and its ``ended`` event, in one transaction."""
-        with self._batch():
-            row = self.store.update_session(row.id, now=now, state=state)
-            self._emit(row.id, {"type": "ended", "time": now, "state": state})
-        self._release.add(row.id)
-        self._sent.pop(row.id, None)
-        return row
-
-    def _release_now(self, session_id: str) -> None:
-        if self.placeholders.release(session_id):
-            self._release.add(session_id)  # retried on the next passes and by reconciliation
-        else:
-            self._release.discard(session_id)
-
-    def _emit(self, session_id: str, event: dict[str, Any]) -> None:
-        """Store an event; always called in :meth:`_batch`, which wakes the session's long polls
-        once the event is committed (they read without waiting for the writer)."""
-        self.store.append_event(session_id, event)
-        self.notify(session_id)
+                    self.recorder.emit(row.id, event)
 
     def _next_due(self, result: Plan, now: int) -> int | None:
         """The next moment a pass has work even if nothing changes: a start, a horizon reached,
         a ghost or allocation ending, a retry."""
         horizon = self.config.placement.horizon
-        due: list[int] = list(self._not_before.values())
+        due: list[int] = self.enactor.next_attempts()
         for outcome in result.outcomes.values():
             if outcome.hold_until is not None:
                 due.append(outcome.hold_until)
             if outcome.estimated_start is not None:
                 due += [outcome.estimated_start, outcome.estimated_start - horizon]
-        if self._release or self._failures:
-            due.append(now + 1)
         return min((t for t in due if t > now), default=None)
 
 
-def application_of(row: SessionRow) -> Application:
+def application_of(row: SessionRow, not_before: int | None = None) -> Application:
     """A stored session as the policy's application table wants it."""
-    return Application.model_validate({key: getattr(row, key) for key in _APP_FIELDS})
+    fields = {key: getattr(row, key) for key in _APP_FIELDS}
+    return Application.model_validate({**fields, "not_before": not_before})
 
 
-_APP_FIELDS: Final = tuple(Application.model_fields)
+_APP_FIELDS: Final = tuple(name for name in Application.model_fields if name != "not_before")
 
 
 def own_prefix(config: Config, store: Store) -> str:

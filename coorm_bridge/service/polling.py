@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from coorm_bridge.adapters.base import Adapter, AdapterError, ClusterSnapshot
@@ -29,6 +30,8 @@ class ClusterStatus:
     snapshot: ClusterSnapshot | None = None
     free: Profile | None = None
     """Hosts the batch system leaves free (foreign load only, the bridge's placeholders not)."""
+    accounted: frozenset[str] | None = None
+    """The placeholders ``free`` left out (None: every one of the bridge's)."""
     last_ok: int | None = None
     failures: int = 0
     """Polls failed in a row (0: the last one answered)."""
@@ -58,9 +61,10 @@ class Poller:
 
         Never raises for the batch system's sake: a failure is counted and reported in health.
         """
+        accounted = self._status[cluster].accounted
         try:
             shot = self.adapter.snapshot([cluster]).clusters[cluster]
-            free = free_profile(shot, self.prefix)
+            free = free_profile(shot, self.prefix, accounted)
         except (AdapterError, KeyError) as error:
             with self._lock:
                 status = self._status[cluster]
@@ -75,7 +79,7 @@ class Poller:
             if status.failures:
                 log.warning("cluster %s answers again", cluster)
             old = status.free
-            status.snapshot, status.free = shot, free
+            status.snapshot, status.free, status.accounted = shot, free, accounted
             status.last_ok, status.failures, status.error = shot.time, 0, None
         return old is None or old.truncated(shot.time) != free.truncated(shot.time)
 
@@ -87,14 +91,30 @@ class Poller:
     def status(self, cluster: str) -> ClusterStatus:
         return self._status[cluster]
 
-    def free(self) -> dict[str, Profile]:
+    def free(self, accounted: Mapping[str, frozenset[str]] | None = None) -> dict[str, Profile]:
         """Free hosts per cluster; a cluster never heard from has none (nothing can be promised
-        on it until it answers)."""
+        on it until it answers). ``accounted``: per cluster, the bridge's placeholders that the
+        policy subtracts itself; any other of its reservations (one being released, say) holds
+        its hosts like foreign load until the batch system has let it go."""
         with self._lock:
-            return {
-                name: status.free if status.free is not None else Profile.constant(0)
-                for name, status in self._status.items()
-            }
+            free: dict[str, Profile] = {}
+            for name, status in self._status.items():
+                if status.snapshot is None or status.free is None:
+                    free[name] = Profile.constant(0)
+                    continue
+                wanted = None if accounted is None else accounted.get(name, frozenset())
+                if wanted != status.accounted:
+                    status.free = free_profile(status.snapshot, self.prefix, wanted)
+                    status.accounted = wanted
+                free[name] = status.free
+            return free
+
+    def jobs_in(self, cluster: str, reservation: str) -> list[str]:
+        """The unfinished jobs inside a reservation, as the last snapshot shows them."""
+        shot = self._status[cluster].snapshot
+        if shot is None:
+            return []
+        return [j.id for j in shot.jobs if j.reservation == reservation and not j.state.finished]
 
     def stale(self) -> tuple[str, ...]:
         with self._lock:

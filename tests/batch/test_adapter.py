@@ -10,6 +10,7 @@ from coorm_bridge.adapters.base import (
     JobSpec,
     JobState,
     Node,
+    NotPermitted,
     Refused,
     Reservation,
     ReservationSpec,
@@ -154,7 +155,7 @@ def test_deleting_what_is_gone_is_not_an_error(adapter):
         ("overlap", Refused),
         ("in_use", Refused),
         ("invalid_time", Refused),
-        ("invalid_user", AdapterError),
+        ("invalid_user", NotPermitted),  # for good: the session it was for ends
         ("other", AdapterError),
     ],
 )

@@ -1,0 +1,267 @@
+"""The enactor: what the last pass decided, made real in the batch systems, outside the lock.
+
+A pass (:mod:`coorm_bridge.service.passes`) plans and records in a moment; what it wants from the
+batch systems is an *intent* per session: hold placeholders from a start, start now, shrink to a
+ghost, release. The enactor carries them out one session at a time, in the pass's order, while
+the HTTP API and the next passes go on: a batch system that takes seconds per call slows the
+placements down, never the launchers' calls.
+
+Each session is on its own: a co-allocation that fails is retried later (the session is placed no
+earlier than its next attempt, so those behind it may use the hosts meanwhile, and its launcher
+gets a ``placement_failed`` event with the batch system's reason); one that can never succeed
+ends the session; an unexpected error sets that session aside (``error``), never the others. A
+release that fails (a job still running inside, a silent batch system) is retried with back-off.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.states import ACTIVE, AppState
+from coorm_bridge.placement.coallocation import CoAllocationFailed
+from coorm_bridge.placement.placeholders import Placeholders
+from coorm_bridge.service.config import Config
+from coorm_bridge.service.polling import Poller
+from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.store import SessionRow, Store
+
+log = logging.getLogger(__name__)
+
+#: Back-off of a session that keeps failing, as a multiple of the poll interval, at most.
+MAX_BACKOFF_FACTOR = 16
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Hold placeholders over ``[start, start + duration)`` (moved in place if held already)."""
+
+    start: int
+
+
+@dataclass(frozen=True, slots=True)
+class Start:
+    """Hold placeholders from now, read their hosts back, and start the session."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shrink:
+    """Done: keep the hosts only until ``until`` (the ghost)."""
+
+    until: int
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Cancel what still runs inside the placeholders, then delete them."""
+
+
+Intent = Hold | Start | Shrink | Release
+
+
+@dataclass(frozen=True, slots=True)
+class Backoff:
+    failures: int
+    retry_at: int
+    reason: str = ""
+
+
+class Enactor:
+    """Carries out intents; :meth:`run` is called by the loop (one run at a time)."""
+
+    def __init__(
+        self,
+        *,
+        config: Config,
+        adapter: Adapter,
+        store: Store,
+        placeholders: Placeholders,
+        poller: Poller,
+        recorder: Recorder,
+        lock: AbstractContextManager[object],
+    ) -> None:
+        self.config = config
+        self.adapter = adapter
+        self.store = store
+        self.placeholders = placeholders
+        self.poller = poller
+        self.recorder = recorder
+        self.lock = lock
+        """The bridge's lock: taken briefly to record an outcome, never across a batch call."""
+        self.trigger: Callable[[], None] = lambda: None
+        self.order: tuple[str, ...] = ()
+        self.intents: dict[str, Intent] = {}
+        self.placement: dict[str, Backoff] = {}
+        """Sessions whose placeholders could not be held, and when to try again."""
+        self.releases: dict[str, Backoff] = {}
+        """Sessions whose placeholders could not be shrunk or deleted, and when to try again."""
+        self.placements = 0
+        self.placement_failures = 0
+        self.session_errors = 0
+        self.working = threading.Lock()
+        """Held while batch systems are being changed: one enactment or reconciliation."""
+
+    # -- from the passes (under the bridge's lock) --------------------------------------------
+
+    def want(self, order: Sequence[str], intents: Mapping[str, Intent]) -> None:
+        """The last pass's intents, in the order to carry them out; older ones are dropped."""
+        self.order, self.intents = tuple(order), dict(intents)
+        for gone in self.placement.keys() - self.intents.keys():
+            del self.placement[gone]
+        for gone in self.releases.keys() - self.intents.keys():
+            del self.releases[gone]
+
+    def not_before(self) -> dict[str, int]:
+        """Per failing session, its next attempt: the policy places it no earlier."""
+        return {sid: b.retry_at for sid, b in self.placement.items()}
+
+    def next_attempts(self) -> list[int]:
+        return [b.retry_at for b in (*self.placement.values(), *self.releases.values())]
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.intents)
+
+    # -- carrying out -------------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Carry out what is due; returns how many intents were worked on."""
+        with self.working:
+            worked = 0
+            for sid in self.order:
+                intent = self.intents.get(sid)
+                now = self.adapter.now()
+                if intent is None or self._later(sid, intent, now):
+                    continue
+                worked += 1
+                try:
+                    finished = self._carry(sid, intent, now)
+                except Exception as error:  # a bug, for this session only
+                    self._set_aside(sid, error, now)
+                    finished = True
+                if finished:
+                    with self.lock:
+                        if self.intents.get(sid) is intent:
+                            del self.intents[sid]
+            return worked
+
+    def _later(self, sid: str, intent: Intent, now: int) -> bool:
+        book = self.releases if isinstance(intent, Shrink | Release) else self.placement
+        backoff = book.get(sid)
+        return backoff is not None and backoff.retry_at > now
+
+    def _carry(self, sid: str, intent: Intent, now: int) -> bool:
+        """One intent; True when it needs no further work (done, moot or failed for now)."""
+        row = self.store.session(sid)
+        if row is None:
+            return True
+        if isinstance(intent, Release):
+            return self._release(row, now)
+        if isinstance(intent, Shrink):
+            left = self.placeholders.shrink(row, intent.until)
+            return self._released(row, left, "shrunk to its ghost", now)
+        if row.state is not AppState.WAITING:
+            return True  # the session moved on since the pass (withdrawn, new request)
+        # A long pass may have crossed a second: a reservation cannot begin in the past.
+        now = max(now, self.adapter.now())
+        start = now if isinstance(intent, Start) else max(intent.start, now)
+        try:
+            held = self.placeholders.ensure(row, start, now)
+            if isinstance(intent, Start):
+                held = self.placeholders.confirm(row, held)
+        except CoAllocationFailed as failed:
+            self._failed(row, failed, now)
+            return True
+        with self.lock:
+            self.placement.pop(sid, None)
+            if isinstance(intent, Start):
+                fresh = self.store.session(sid)
+                waiting = fresh is not None and fresh.state is AppState.WAITING
+                if fresh is not None and waiting and fresh.request == row.request:
+                    self.recorder.started(fresh, held, now)
+                    self.placements += 1
+                self.trigger()  # its hosts leave the others' views at the next pass
+        return True
+
+    def _release(self, row: SessionRow, now: int) -> bool:
+        left = self.placeholders.release(row.id, inside=self.poller.jobs_in)
+        if not left:
+            self.trigger()  # the hosts are free for the others from the next pass
+        return self._released(row, left, "released", now)
+
+    def _released(self, row: SessionRow, left: list[str], what: str, now: int) -> bool:
+        """Back off while some cluster keeps a placeholder (a job inside, a silent batch
+        system); True once none is left."""
+        if not left:
+            self.releases.pop(row.id, None)
+            return True
+        old = self.releases.get(row.id)
+        failures = 1 if old is None else old.failures + 1
+        retry_at = now + self._backoff(failures)
+        self.releases[row.id] = Backoff(failures, retry_at)
+        log.log(
+            logging.INFO if failures == 1 else logging.DEBUG,
+            "placeholders of %s on %s not %s yet; trying again at %d",
+            row.id,
+            ", ".join(left),
+            what,
+            retry_at,
+        )
+        return False
+
+    def _failed(self, row: SessionRow, failed: CoAllocationFailed, now: int) -> None:
+        """Tell the launcher, refresh what the refusing clusters look like, and try again no
+        earlier than the batch system's hint, or after a back-off; never again when it can
+        never succeed."""
+        self.placement_failures += 1
+        if failed.permanent:
+            with self.lock:
+                fresh = self.store.session(row.id)
+                if fresh is not None and fresh.state in ACTIVE:
+                    log.warning("session %s ends: %s", row.id, failed)
+                    self.recorder.fail(fresh, str(failed), now)
+                    self.trigger()
+            return
+        assert row.request is not None
+        for cluster in failed.retry_after or failed.unavailable or row.request.nodes:
+            self.poller.poll(cluster)
+        old = self.placement.get(row.id)
+        failures = 1 if old is None else old.failures + 1
+        hints = [t for t in failed.retry_after.values() if t > now]
+        if failures < self.config.placement.attempts:
+            retry_at = max(hints, default=now + 1)
+        else:
+            retry_at = max(hints, default=now + self._backoff(failures))
+        log.info("session %s: %s (attempt %d, next at %d)", row.id, failed, failures, retry_at)
+        with self.lock:
+            self.placement[row.id] = Backoff(failures, retry_at, str(failed))
+            fresh = self.store.session(row.id)
+            if fresh is not None and fresh.state in ACTIVE:
+                self.recorder.placement_failed(fresh, str(failed), retry_at, now)
+            self.trigger()
+
+    def _backoff(self, failures: int) -> int:
+        """Seconds before the next try: the poll interval, doubled with every failure past the
+        allowed attempts, capped."""
+        past = max(0, failures - self.config.placement.attempts)
+        factor: int = min(2**past, MAX_BACKOFF_FACTOR)
+        return max(1, round(self.config.placement.poll_interval * factor))
+
+    def _set_aside(self, sid: str, error: Exception, now: int) -> None:
+        """An unexpected error while handling one session ends that session, not the others:
+        logged once with its traceback, counted, and told to its launcher."""
+        self.session_errors += 1
+        log.error("session %s set aside after an unexpected error", sid, exc_info=error)
+        try:
+            with self.lock:
+                row = self.store.session(sid)
+                if row is not None and row.state in ACTIVE:
+                    why = f"the bridge could not handle this session: {type(error).__name__}"
+                    self.recorder.fail(row, f"{why}: {error}", now)
+                    self.trigger()
+        except Exception:
+            log.exception("session %s could not even be set aside", sid)

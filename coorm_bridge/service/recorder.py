@@ -1,0 +1,123 @@
+"""What happens to sessions, written down: states and events, in transactions, launchers woken
+after the commit.
+
+Passes, the enactor and the session operations all change sessions; they do it through here, so
+that each change goes through the state machine (the store checks it), its event is stored in the
+same transaction, and long polls wake only once both are committed. Callers hold the bridge's
+lock, and never call a batch system inside :meth:`Recorder.batch`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+from coorm_bridge.core.messages import Allocation, reason
+from coorm_bridge.core.states import AppState
+from coorm_bridge.store import PlaceholderRow, SessionRow, Store
+
+log = logging.getLogger(__name__)
+
+
+class Recorder:
+    """Writes session changes and their events; ``notify`` is called per session after commit."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.notify: Callable[[str], None] = lambda session_id: None
+        self._woken: list[str] | None = None
+
+    @contextmanager
+    def batch(self) -> Iterator[None]:
+        """One transaction for many changes; their sessions are woken once it committed (or not
+        at all if it rolled back). Nested batches join the outer one."""
+        if self._woken is not None:
+            with self.store.transaction():
+                yield
+            return
+        woken: list[str] = []
+        self._woken = woken
+        try:
+            with self.store.transaction():
+                yield
+        except BaseException:
+            woken.clear()
+            raise
+        finally:
+            self._woken = None
+        for session_id in dict.fromkeys(woken):
+            self.notify(session_id)
+
+    def emit(self, session_id: str, event: dict[str, Any]) -> None:
+        """Store an event (inside :meth:`batch`, which wakes its long polls after the commit)."""
+        assert self._woken is not None, "events are written inside Recorder.batch"
+        self.store.append_event(session_id, event)
+        self._woken.append(session_id)
+
+    def update(self, row: SessionRow, now: int, **fields: Any) -> SessionRow:
+        return self.store.update_session(row.id, now=now, **fields)
+
+    # -- endings ------------------------------------------------------------------------------
+
+    def end(self, row: SessionRow, state: AppState, now: int) -> SessionRow:
+        """A final state and its ``ended`` event; the placeholders go at the next enactment."""
+        with self.batch():
+            row = self.store.update_session(row.id, now=now, state=state)
+            self.emit(row.id, {"type": "ended", "time": now, "state": state})
+        return row
+
+    def kill(self, row: SessionRow, why: str, now: int) -> SessionRow:
+        """The allocation is taken back (its end passed without ``done``, a host went down)."""
+        with self.batch():
+            self.emit(row.id, {"type": "killed", "time": now, "reason": reason(why)})
+            return self.end(row, AppState.FINISHED, now)
+
+    def fail(self, row: SessionRow, why: str, now: int) -> SessionRow:
+        """Set the session aside for good: an ``error`` event says why, then it ends (failed)."""
+        with self.batch():
+            self.emit(row.id, {"type": "error", "time": now, "reason": reason(why)})
+            return self.end(row, AppState.FAILED, now)
+
+    def withdraw(self, row: SessionRow, why: str, now: int) -> SessionRow:
+        """The bridge withdraws a session that has not started; a ``withdrawn`` event says why."""
+        with self.batch():
+            self.emit(row.id, {"type": "withdrawn", "time": now, "reason": reason(why)})
+            return self.end(row, AppState.CANCELLED, now)
+
+    # -- placement ----------------------------------------------------------------------------
+
+    def started(self, row: SessionRow, held: Mapping[str, PlaceholderRow], now: int) -> SessionRow:
+        """The placeholders hold on every cluster: the session starts, and its launcher is told
+        the hosts and reservations as the batch systems reported them."""
+        assert row.request is not None
+        end = now + row.request.duration
+        with self.batch():
+            row = self.store.update_session(
+                row.id,
+                now=now,
+                state=AppState.STARTED,
+                started_at=now,
+                alloc_end=end,
+                estimated_start=now,
+            )
+            allocations = {
+                cluster: Allocation(hosts=list(p.host_names), reservation=p.name)
+                for cluster, p in sorted(held.items())
+            }
+            self.emit(
+                row.id, {"type": "start", "time": now, "end": end, "allocations": allocations}
+            )
+        log.info("session %s started on %s until %d", row.id, ", ".join(held), end)
+        return row
+
+    def placement_failed(self, row: SessionRow, why: str, retry_at: int, now: int) -> None:
+        with self.batch():
+            event = {
+                "type": "placement_failed",
+                "time": now,
+                "reason": reason(why),
+                "retry_at": retry_at,
+            }
+            self.emit(row.id, event)
