@@ -37,6 +37,16 @@ class Notifier:
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: dict[str, set[asyncio.Event]] = {}
+        self.passed = asyncio.Event()
+        """Set (and replaced) after each pass: a request's answer waits on it, not a thread."""
+
+    def pass_ran(self) -> None:
+        if self.loop is not None and not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._pass_ran)
+
+    def _pass_ran(self) -> None:
+        self.passed.set()
+        self.passed = asyncio.Event()
 
     def wake(self, session_id: str) -> None:
         if self.loop is not None and not self.loop.is_closed():
@@ -118,7 +128,9 @@ def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastA
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         notifier.loop = asyncio.get_running_loop()
         bridge.listeners.append(notifier.wake)
+        bridge.pass_listeners.append(notifier.pass_ran)
         yield
+        bridge.pass_listeners.remove(notifier.pass_ran)
         bridge.listeners.remove(notifier.wake)
         notifier.loop = None
 

@@ -42,11 +42,12 @@ class Bridge:
         self.interconnect = adapter.interconnect()
         self.admins = frozenset(config.bridge.admins)
         self._lock = threading.RLock()
-        self._passed = threading.Condition(self._lock)
         self.runner = PassRunner(config, adapter, store, [c.name for c in self.infos], self._lock)
         self.runner.notify = self._notify
         self.reconciled: Counter[str] = Counter()
         """Repairs made by reconciliation since the start, per action (for metrics)."""
+        self.pass_listeners: list[Callable[[], None]] = []
+        """Called after each pass (from the loop's thread)."""
         self.listeners: list[Callable[[str], None]] = []
         """Called with a session id after events were stored for it (from any thread)."""
 
@@ -182,11 +183,6 @@ class Bridge:
         except KeyError:
             raise NotFound(f"no session {session_id} of yours") from None
 
-    def wait_pass(self, after: int, timeout: float) -> bool:
-        """Block until a pass numbered above ``after`` ran (True) or ``timeout`` (False)."""
-        with self._passed:
-            return self._passed.wait_for(lambda: self.runner.passes > after, timeout)
-
     # -- the loop ---------------------------------------------------------------------------
 
     def poll(self, cluster: str) -> float:
@@ -203,8 +199,12 @@ class Bridge:
             if not self.runner.due(self.now()):
                 return False
             self.runner.run(self.now())
-            self._passed.notify_all()
-            return True
+        for listener in self.pass_listeners:
+            try:
+                listener()
+            except Exception:
+                log.exception("a pass listener failed")
+        return True
 
     def enact(self) -> int:
         """Carry out in the batch systems what the passes want (outside the lock, one run at a
