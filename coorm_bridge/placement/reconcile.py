@@ -4,17 +4,19 @@ After a crash, a restarted controller or a lost message, the store and the batch
 disagree. The store is the bridge's word (it is written before any batch-system call), so:
 half-made placeholders (REQUESTED) are adopted when the batch system has them, dropped otherwise;
 reservations with the bridge's prefix that no session owns are deleted; those a session should
-hold but the batch system lost are re-created; placeholders of ended sessions are released.
+hold but the batch system lost are re-created on the same hosts; times, sizes and hosts that
+drifted are put back, or the session is told; placeholders of ended sessions go with the next
+enactment.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from coorm_bridge.adapters.base import AdapterError, Reservation, ReservationSpec
-from coorm_bridge.core.states import FINAL
+from coorm_bridge.core.states import HOLDING
 from coorm_bridge.placement.placeholders import HELD, RELEASING, REQUESTED, Placeholders
 from coorm_bridge.store import PlaceholderRow
 
@@ -28,6 +30,8 @@ class Reconciler:
         self.book = book
         self.adapter = book.adapter
         self.store = book.store
+        self.lost: Callable[[str, str], None] = lambda session_id, why: None
+        """Told when a started session's placeholder cannot be held as promised."""
 
     def reconcile(self, ours: Mapping[str, list[Reservation]], now: int) -> dict[str, int]:
         """Bring the batch systems in line with the store; ``ours`` maps each cluster that
@@ -54,14 +58,10 @@ class Reconciler:
                 continue  # that batch system is silent: nothing can be checked there
             present = {r.name: r for r in ours[placeholder.cluster]}
             done[self._reconcile_one(placeholder, present.get(placeholder.name), now)] += 1
-        for row in self.store.sessions(states=FINAL):
-            if self.store.placeholders(row.id):
-                self.book.release(row.id)
-                done["released"] += 1
         del done["ok"]
         return dict(done)
 
-    def _reconcile_one(  # noqa: PLR0911 - one return per case of the reconciliation
+    def _reconcile_one(
         self, placeholder: PlaceholderRow, present: Reservation | None, now: int
     ) -> str:
         sid, cluster = placeholder.session_id, placeholder.cluster
@@ -73,35 +73,95 @@ class Reconciler:
             return "released"
         if present is not None:
             if placeholder.status is REQUESTED:
-                self._adopt(placeholder, present)
-                return "adopted"
-            return "ok"
+                return self._adopt(placeholder, present)
+            return self._verify(placeholder, present, now)
         if placeholder.status is REQUESTED or placeholder.end <= now:
             self.store.delete_placeholder(sid, cluster)
             return "dropped"
-        session = self.store.session(sid)
-        owner = session.owner if session is not None else sid
-        spec = ReservationSpec(
+        return self._recreate(placeholder, now)
+
+    def _spec(self, placeholder: PlaceholderRow, now: int) -> ReservationSpec:
+        """The placeholder as the store has it: on the very hosts the launcher was told."""
+        session = self.store.session(placeholder.session_id)
+        owner = session.owner if session is not None else placeholder.session_id
+        return ReservationSpec(
             name=placeholder.name,
             start=max(placeholder.start, now),
             end=placeholder.end,
             hosts=placeholder.hosts,
+            host_names=placeholder.host_names,
             users=(owner,),
         )
-        try:
-            handle = self.adapter.create_reservation(cluster, spec)
-        except AdapterError as error:
-            log.warning(
-                "placeholder %s lost on %s and not re-created: %s", placeholder.name, cluster, error
-            )
-            return "ok"
-        self.book.record(sid, handle, placeholder.status)
-        return "recreated"
 
-    def _adopt(self, placeholder: PlaceholderRow, present: Reservation) -> None:
+    def _started(self, placeholder: PlaceholderRow) -> bool:
+        session = self.store.session(placeholder.session_id)
+        return session is not None and session.state in HOLDING
+
+    def _verify(self, placeholder: PlaceholderRow, present: Reservation, now: int) -> str:
+        """Times, size and hosts as the store says. A waiting session's placeholder may have had
+        a host swapped (nobody was told its hosts yet): the batch system's are kept. Anything
+        else is put back as it was promised, or the session is told it lost it."""
+        same_hosts = not placeholder.host_names or set(present.host_names) == set(
+            placeholder.host_names
+        )
+        same_times = (present.start, present.end) == (placeholder.start, placeholder.end)
+        if same_hosts and same_times and present.hosts == placeholder.hosts:
+            return "ok"
+        if same_times and present.hosts == placeholder.hosts and not self._started(placeholder):
+            self.store.put_placeholder(
+                placeholder.model_copy(update={"host_names": present.host_names})
+            )
+            return "adopted"
+        spec = self._spec(placeholder, now).model_copy(update={"start": placeholder.start})
+        try:
+            handle = self.adapter.update_reservation(placeholder.cluster, spec)
+            problem = spec.unmet_by(handle)
+        except AdapterError as error:
+            problem = str(error)
+        if problem is None:
+            self.book.record(placeholder.session_id, handle, placeholder.status)
+            return "repaired"
+        return self._lost(
+            placeholder, f"it changed in the batch system and was not restored: {problem}"
+        )
+
+    def _recreate(self, placeholder: PlaceholderRow, now: int) -> str:
+        """A placeholder the batch system lost comes back on the same hosts, or the session is
+        told: a started application runs on the hosts it was given, so another host would be a
+        promise the bridge cannot keep."""
+        spec = self._spec(placeholder, now)
+        try:
+            handle = self.adapter.create_reservation(placeholder.cluster, spec)
+            problem = spec.unmet_by(handle)
+        except AdapterError as error:
+            problem = str(error)
+        else:
+            if problem is not None:
+                self.adapter.delete_reservation(placeholder.cluster, spec.name)
+        if problem is None:
+            self.book.record(placeholder.session_id, handle, placeholder.status)
+            return "recreated"
+        return self._lost(
+            placeholder,
+            f"the batch system lost it and it could not be re-created on its hosts: {problem}",
+        )
+
+    def _lost(self, placeholder: PlaceholderRow, why: str) -> str:
+        """A placeholder that cannot be held as promised: a started session is told (through
+        ``self.lost``), a waiting one is placed again by the next pass."""
+        text = f"placeholder {placeholder.name} on {placeholder.cluster}: {why}"
+        log.warning("%s", text)
+        if self._started(placeholder):
+            self.lost(placeholder.session_id, text)
+            return "lost"
+        self.book.release(placeholder.session_id)
+        return "released"
+
+    def _adopt(self, placeholder: PlaceholderRow, present: Reservation) -> str:
+        """A placeholder asked for just before a crash: kept if it is what was asked."""
         if present.hosts != placeholder.hosts or len(present.host_names) != present.hosts:
             self.book.release(placeholder.session_id)
-            return
+            return "released"
         self.store.put_placeholder(
             placeholder.model_copy(
                 update={
@@ -112,3 +172,4 @@ class Reconciler:
                 }
             )
         )
+        return "adopted"

@@ -44,6 +44,7 @@ class Bridge:
         self._lock = threading.RLock()
         self.runner = PassRunner(config, adapter, store, [c.name for c in self.infos], self._lock)
         self.runner.notify = self._notify
+        self.runner.reconciler.lost = self._lost_placeholder
         self.reconciled: Counter[str] = Counter()
         """Repairs made by reconciliation since the start, per action (for metrics)."""
         self.pass_listeners: list[Callable[[], None]] = []
@@ -238,6 +239,15 @@ class Bridge:
             log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
             self.runner.trigger()
         return done
+
+    def _lost_placeholder(self, session_id: str, why: str) -> None:
+        """A started session's placeholder cannot be held as promised (reconciliation): its
+        launcher is told, and its hosts are given back."""
+        with self._lock:
+            row = self.store.session(session_id)
+            if row is not None and row.state is AppState.STARTED:
+                self.runner.recorder.kill(row, why, self.now())
+            self.runner.trigger()
 
     def refresh_catalogue(self) -> dict[str, list[Change]]:
         """Re-read the clusters' properties and links; tell each session what changed on the

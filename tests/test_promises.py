@@ -1,0 +1,350 @@
+"""The bridge's promises under lost reservations, failing and broken sessions, slow batch systems
+and later local jobs: each case was reproduced against the bridge before it was fixed.
+
+In-process, on the mock platform with a virtual clock (the daemon-level cases are in
+tests/test_daemon.py and benchmarks/chaos.py).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from coorm_bridge.adapters.base import (
+    JobSpec,
+    JobState,
+    NodeState,
+    Refused,
+    ReservationSpec,
+    Unavailable,
+)
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.adapters.mock.clock import VirtualClock
+from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.core.model import Filter
+from coorm_bridge.core.policy import PolicyConfig
+from coorm_bridge.core.states import AppState
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.store import Store
+
+T0 = 1_000_000
+
+
+def platform(**hosts: int) -> str:
+    text = f"start = {T0}\n"
+    for name, count in hosts.items():
+        text += f'[[cluster]]\nname = "{name}"\nhosts = {count}\n'
+    return text
+
+
+class Site:
+    def __init__(self, tmp_path, fair_start=30, hold_first=0, attempts=2, **hosts):
+        self.adapter = MockAdapter(
+            parse_platform(platform(**(hosts or {"c1": 4}))), VirtualClock(T0)
+        )
+        config = Config(
+            policy=PolicyConfig(interval=1.0, fair_start=fair_start),
+            placement=PlacementSettings(
+                horizon=300, attempts=attempts, poll_interval=5.0, hold_first=hold_first
+            ),
+        )
+        self.store = Store(tmp_path / "bridge.sqlite")
+        self.bridge = Bridge(config, self.adapter, self.store)
+        self.clusters = list(hosts or {"c1": 4})
+        self.step(T0)
+
+    def step(self, t):
+        self.adapter.run_until(t)
+        for cluster in self.clusters:
+            self.bridge.poll(cluster)
+        self.bridge.tick()
+
+    def run(self, sid, nodes, duration, user="alice"):
+        self.bridge.put_request(user, sid, nodes, duration)
+
+    def subscribe(self, user="alice"):
+        return self.bridge.subscribe(user, Filter(), None).session
+
+    def events(self, sid, kind=None):
+        return [e for e in self.store.events(sid) if kind is None or e.type == kind]
+
+    def hosts(self, sid, cluster="c1"):
+        (start,) = self.events(sid, "start")
+        return set(start.allocations[cluster].hosts)
+
+    def reservation(self, sid, cluster="c1"):
+        name = self.store.placeholder(sid, cluster).name
+        shot = self.adapter.snapshot([cluster]).clusters[cluster]
+        return next(r for r in shot.reservations if r.name == name)
+
+    def state(self, sid):
+        return self.store.session(sid).state
+
+
+@pytest.fixture
+def site(tmp_path):
+    yield (made := Site(tmp_path))
+    made.store.close()
+
+
+def test_a_lost_placeholder_comes_back_on_the_hosts_its_application_runs_on(tmp_path):
+    # The issue's case: P on c1-0, Q on c1-1; P done; the batch system loses Q's placeholder.
+    # Re-created by count it would land on c1-0, and a newcomer would get c1-1 under Q.
+    site = Site(tmp_path, fair_start=1)
+    p, q = site.subscribe(), site.subscribe()
+    site.step(T0 + 1)
+    site.run(p, {"c1": 1}, 1000)
+    site.step(T0 + 2)
+    site.run(q, {"c1": 1}, 1000)
+    site.step(T0 + 3)
+    assert (site.hosts(p), site.hosts(q)) == ({"c1-0"}, {"c1-1"})
+    site.bridge.done("alice", p)
+    for t in range(T0 + 4, T0 + 8):
+        site.step(t)
+    assert site.state(p) is AppState.FINISHED
+    site.adapter.delete_reservation("c1", site.store.placeholder(q, "c1").name)  # lost
+    assert site.bridge.reconcile() == {"recreated": 1}
+    assert set(site.reservation(q).host_names) == site.hosts(q) == {"c1-1"}
+    r = site.subscribe()
+    site.run(r, {"c1": 1}, 100)
+    site.step(T0 + 9)
+    assert site.state(r) is AppState.STARTED
+    assert not site.hosts(r) & site.hosts(q)
+
+
+def test_a_lost_placeholder_whose_hosts_were_taken_ends_its_session_with_the_reason(site):
+    q = site.subscribe()
+    site.step(T0 + 1)
+    site.run(q, {"c1": 2}, 1000)
+    site.step(T0 + 2)
+    assert site.hosts(q) == {"c1-0", "c1-1"}
+    site.adapter.delete_reservation("c1", site.store.placeholder(q, "c1").name)
+    site.adapter.submit("c1", JobSpec(name="local", user="bob", argv=("x",), hosts=4, walltime=50))
+    site.adapter.run_until(T0 + 3)  # the local job took every host, Q's too
+    assert site.bridge.reconcile() == {"lost": 1}
+    (killed,) = site.events(q, "killed")
+    assert "could not be re-created on its hosts" in killed.reason
+    assert site.state(q) is AppState.FINISHED
+
+
+def test_a_swapped_host_is_read_back_before_the_launcher_is_told(tmp_path):
+    site = Site(tmp_path, c1=5)
+    for name in ("a", "b"):  # c1-0 and c1-1, then c1-2 and c1-3, busy until T0 + 100
+        site.adapter.submit(
+            "c1", JobSpec(name=name, user="bob", argv=("x",), hosts=2, walltime=100)
+        )
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.run(sid, {"c1": 3}, 50)  # waits: held within the horizon meanwhile
+    site.step(T0 + 2)
+    held = site.store.placeholder(sid, "c1")
+    assert site.state(sid) is AppState.WAITING
+    dead = held.host_names[-1]
+    site.adapter.set_node_state("c1", dead, NodeState.DOWN)
+    assert dead not in site.reservation(sid).host_names  # the batch system swapped it out
+    assert dead in site.store.placeholder(sid, "c1").host_names  # the bridge does not know yet
+    for t in range(T0 + 3, T0 + 120):
+        site.step(t)
+        if site.state(sid) is AppState.STARTED:
+            break
+    assert site.state(sid) is AppState.STARTED
+    assert site.hosts(sid) == set(site.reservation(sid).host_names)  # what the batch system holds
+    assert dead not in site.hosts(sid)
+    site.step(t + 1)
+    assert site.state(sid) is AppState.STARTED  # and not killed for a host it never had
+
+
+def test_reconciliation_puts_a_shrunk_placeholder_back_as_promised(site):
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.run(sid, {"c1": 2}, 1000)
+    site.step(T0 + 2)
+    held = site.store.placeholder(sid, "c1")
+    shrunk = ReservationSpec(
+        name=held.name,
+        start=held.start,
+        end=held.end - 500,
+        host_names=held.host_names,
+        users=("alice",),
+    )
+    site.adapter.update_reservation("c1", shrunk)
+    assert site.bridge.reconcile() == {"repaired": 1}
+    assert site.reservation(sid).end == held.end
+
+
+def test_a_session_whose_owner_the_batch_system_does_not_know_ends_and_the_others_go_on(site):
+    site.adapter.forget_user("uid1234")
+    stranger, fine = site.subscribe(user="uid1234"), site.subscribe()
+    site.step(T0 + 1)
+    site.run(stranger, {"c1": 4}, 100, user="uid1234")
+    site.run(fine, {"c1": 4}, 100)
+    site.step(T0 + 2)
+    site.step(T0 + 3)
+    assert site.state(stranger) is AppState.FAILED
+    (error,) = site.events(stranger, "error")
+    assert "Invalid user id" in error.reason
+    assert site.events(stranger)[-1].state is AppState.FAILED
+    assert site.state(fine) is AppState.STARTED
+    assert site.bridge.runner.enactor.placement_failures == 1  # never tried again
+
+
+def test_a_session_that_keeps_failing_is_told_and_leaves_the_hosts_to_those_behind(site):
+    site.adapter.refuse_reservations("c1", 10_000, "Requested nodes are busy")
+    failing, behind = site.subscribe(), site.subscribe()
+    site.step(T0 + 1)
+    site.run(failing, {"c1": 4}, 100)
+    site.step(T0 + 2)
+    site.adapter.refuse_reservations("c1", 0)
+    original = site.adapter.create_reservation
+
+    def refuse_the_first(cluster, spec):
+        if failing in spec.name:
+            raise Refused("Requested nodes are busy")
+        return original(cluster, spec)
+
+    site.adapter.create_reservation = refuse_the_first
+    site.run(behind, {"c1": 4}, 20)
+    for t in range(T0 + 3, T0 + 40):
+        site.step(t)
+    told = site.events(failing, "placement_failed")
+    assert told
+    assert all("Requested nodes are busy" in e.reason for e in told)
+    assert all(e.retry_at > e.time for e in told)
+    assert site.state(behind) in (AppState.STARTED, AppState.FINISHED)
+    assert len(site.events(behind, "change")) < 10  # not one per pass
+    assert site.state(failing) is AppState.WAITING
+    waits = site.bridge.runner.enactor.not_before()
+    assert waits[failing] > T0 + 39  # placed no earlier than its next attempt
+
+
+def killed_with_a_job_left_inside(site):
+    """A session on c1 and c2 whose job on c1 runs on after a host of c2 went down (the issue's
+    case: the session ends, the other cluster's job does not)."""
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.run(sid, {"c1": 4, "c2": 2}, 1000)
+    site.step(T0 + 2)
+    name = site.store.placeholder(sid, "c1").name
+    app = JobSpec(name="app", user="alice", argv=("x",), hosts=4, walltime=900, reservation=name)
+    job = site.adapter.submit("c1", app)
+    site.step(T0 + 3)
+    assert site.adapter.job_state("c1", job) is JobState.RUNNING
+    site.adapter.set_node_state("c2", "c2-1", NodeState.DOWN)
+    return sid, name, job
+
+
+def test_a_killed_session_cancels_what_runs_in_its_placeholders_before_they_go(tmp_path):
+    site = Site(tmp_path, c1=4, c2=2)
+    sid, name, job = killed_with_a_job_left_inside(site)
+    site.step(T0 + 4)
+    assert site.state(sid) is AppState.FINISHED
+    assert "c2-1" in site.events(sid, "killed")[0].reason
+    assert site.adapter.job_state("c1", job) is JobState.CANCELLED  # by the bridge
+    reservations = site.adapter.snapshot(["c1"]).clusters["c1"].reservations
+    assert name not in {r.name for r in reservations}
+    site.store.close()
+
+
+def test_hosts_of_a_placeholder_that_cannot_be_released_yet_stay_taken(tmp_path):
+    site = Site(tmp_path, c1=4, c2=2)
+    calls = []
+
+    def silent(cluster, job_id):
+        calls.append(job_id)
+        raise Unavailable("c1 does not answer")
+
+    site.adapter.cancel = silent
+    sid, name, _ = killed_with_a_job_left_inside(site)
+    newcomer = site.subscribe()
+    site.run(newcomer, {"c1": 4}, 10)
+    for t in range(T0 + 4, T0 + 64):
+        site.step(t)
+    assert site.state(sid) is AppState.FINISHED
+    held = {r.name for r in site.adapter.snapshot(["c1"]).clusters["c1"].reservations}
+    assert name in held  # still in use: the batch system keeps it
+    assert site.state(newcomer) is AppState.WAITING  # so its hosts are not offered as free
+    assert site.store.session(newcomer).estimated_start > T0 + 63
+    assert 2 <= len(calls) <= 8  # retried with back-off, not twice a pass
+    site.store.close()
+
+
+def test_a_session_whose_handling_raises_is_set_aside_and_the_others_start(site):
+    broken, fine = site.subscribe(), site.subscribe()
+    site.step(T0 + 1)
+    ensure = site.bridge.runner.placeholders.ensure
+
+    def buggy(row, start, now):
+        if row.id == broken:
+            raise RuntimeError("a bug")
+        return ensure(row, start, now)
+
+    site.bridge.runner.placeholders.ensure = buggy
+    site.run(broken, {"c1": 2}, 100)
+    site.run(fine, {"c1": 2}, 100)
+    site.step(T0 + 2)
+    site.step(T0 + 3)
+    assert site.state(broken) is AppState.FAILED
+    (error,) = site.events(broken, "error")
+    assert "RuntimeError: a bug" in error.reason
+    assert site.state(fine) is AppState.STARTED
+    assert site.bridge.runner.enactor.session_errors == 1
+
+
+def test_the_api_answers_while_a_batch_system_call_hangs(site):
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    entered, release = threading.Event(), threading.Event()
+    original = site.adapter.create_reservation
+
+    def hanging(cluster, spec):
+        entered.set()
+        assert release.wait(30)
+        return original(cluster, spec)
+
+    site.adapter.create_reservation = hanging
+    site.run(sid, {"c1": 2}, 100)
+    assert site.bridge.plan()
+    worker = threading.Thread(target=site.bridge.enact)
+    worker.start()
+    try:
+        assert entered.wait(10)
+        # The batch system is stuck in a call; everything a launcher does still answers.
+        other = site.subscribe()
+        site.run(other, {"c1": 1}, 10)
+        assert site.bridge.plan()
+        assert site.bridge.health().status == "ok"
+        assert site.bridge.info("alice", other).estimated_start is not None
+        site.bridge.withdraw("alice", other)
+    finally:
+        release.set()
+        worker.join(30)
+    site.step(T0 + 2)
+    assert site.state(sid) is AppState.STARTED
+
+
+def test_local_jobs_submitted_later_never_delay_the_first_waiting_session(tmp_path):
+    # A local job holds every host until T0 + 1000; the session waits for it. Then three local
+    # jobs arrive: planned ahead of the session by the batch scheduler, they would push it to
+    # T0 + 2500 and beyond. Held at its estimate (hold_first), it starts at T0 + 1000.
+    site = Site(tmp_path, hold_first=1, c1=4)
+    busy = JobSpec(name="busy", user="bob", argv=("x",), hosts=4, walltime=1000)
+    site.adapter.submit("c1", busy)
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.run(sid, {"c1": 4}, 100)
+    site.step(T0 + 2)
+    estimate = site.store.session(sid).estimated_start
+    assert estimate is not None
+    assert estimate <= T0 + 1001
+    for i in range(3):
+        later = JobSpec(name=f"later{i}", user="bob", argv=("x",), hosts=4, walltime=500)
+        site.adapter.submit("c1", later)
+    for t in range(T0 + 3, estimate + 2, 7):
+        site.step(t)
+    site.step(estimate)
+    site.step(estimate + 1)
+    assert site.state(sid) is AppState.STARTED
+    (start,) = site.events(sid, "start")
+    assert start.time <= estimate + 1
