@@ -26,7 +26,8 @@ from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.config import Config, Limits, LimitSettings, PlacementSettings
+from coorm_bridge.service.errors import OverLimit
 from coorm_bridge.store import Store
 
 T0 = 1_000_000
@@ -348,3 +349,42 @@ def test_local_jobs_submitted_later_never_delay_the_first_waiting_session(tmp_pa
     assert site.state(sid) is AppState.STARTED
     (start,) = site.events(sid, "start")
     assert start.time <= estimate + 1
+
+
+def test_a_waiting_session_whose_launcher_went_silent_is_withdrawn(tmp_path):
+    site = Site(tmp_path)
+    site.bridge.config = site.bridge.config.model_copy(
+        update={"bridge": site.bridge.config.bridge.model_copy(update={"session_timeout": 60})}
+    )
+    site.adapter.submit("c1", JobSpec(name="busy", user="bob", argv=("x",), hosts=4, walltime=900))
+    alive, silent = site.subscribe(), site.subscribe()
+    site.run(alive, {"c1": 4}, 100)
+    site.run(silent, {"c1": 4}, 100)
+    for t in range(T0 + 1, T0 + 200, 5):
+        site.store.events(alive)  # a direct read is not a launcher's call...
+        site.bridge.events("alice", alive, after=0)  # ...a long poll is
+        site.step(t)
+    assert site.state(silent) is AppState.CANCELLED
+    (withdrawn,) = site.events(silent, "withdrawn")
+    assert "no word from its launcher" in withdrawn.reason
+    assert site.state(alive) is AppState.WAITING
+    site.store.close()
+
+
+def test_limits_name_themselves_and_change_nothing(tmp_path):
+    site = Site(tmp_path)
+    limits = LimitSettings(sessions=2, hosts=3, duration=600, user={"bob": Limits(hosts=4)})
+    site.bridge.config = site.bridge.config.model_copy(update={"limits": limits})
+    first, _ = site.subscribe(), site.subscribe()
+    with pytest.raises(OverLimit, match=r"limits\.sessions allows \(2\)"):
+        site.subscribe()
+    with pytest.raises(OverLimit, match=r"4 hosts; limits\.hosts allows 3"):
+        site.run(first, {"c1": 4}, 100)
+    with pytest.raises(OverLimit, match=r"limits\.duration allows 600 s"):
+        site.run(first, {"c1": 1}, 601)
+    assert site.state(first) is AppState.SUBMITTED  # nothing was written
+    bob = site.subscribe(user="bob")
+    site.run(bob, {"c1": 4}, 600, user="bob")  # his own table allows 4 hosts
+    site.bridge.withdraw("alice", first)
+    site.subscribe()  # one ended: room for another
+    site.store.close()

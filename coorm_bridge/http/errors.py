@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from coorm_bridge.service.errors import Conflict, Invalid, NotFound, SessionError
+from coorm_bridge.service.errors import Conflict, Invalid, NotFound, OverLimit, SessionError
 
 
 class Unauthenticated(Exception):
@@ -20,6 +20,7 @@ STATUSES: dict[type[Exception], tuple[int, str]] = {
     Invalid: (422, "invalid"),
     NotFound: (404, "not_found"),
     Conflict: (409, "conflict"),
+    OverLimit: (403, "over_limit"),
     SessionError: (400, "bad_request"),
     Unauthenticated: (401, "unauthenticated"),
 }

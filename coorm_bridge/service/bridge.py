@@ -23,7 +23,7 @@ from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.protocol import ClusterHealth, Health, SessionInfo, Subscribed
 from coorm_bridge.service.catalogue import catalogue_changes
 from coorm_bridge.service.config import Config
-from coorm_bridge.service.errors import Conflict, Invalid, NotFound
+from coorm_bridge.service.errors import Conflict, Invalid, NotFound, OverLimit
 from coorm_bridge.service.passes import PassRunner, application_of
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import SessionRow
@@ -47,6 +47,11 @@ class Bridge:
         self.runner.reconciler.lost = self._lost_placeholder
         self.reconciled: Counter[str] = Counter()
         """Repairs made by reconciliation since the start, per action (for metrics)."""
+        self.heard: dict[str, int] = {}
+        """When each session's launcher last called (in memory: after a restart, every
+        session gets a full ``session_timeout`` from the start)."""
+        self.started = adapter.now()
+        self._silence_checked = 0
         self.pass_listeners: list[Callable[[], None]] = []
         """Called after each pass (from the loop's thread)."""
         self.listeners: list[Callable[[str], None]] = []
@@ -73,6 +78,8 @@ class Bridge:
         row = self.store.session(session_id)
         if row is None or (row.owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
+        if row.owner == user:
+            self.heard[session_id] = self.now()
         return row
 
     # -- launcher operations ----------------------------------------------------------------
@@ -86,7 +93,16 @@ class Bridge:
                 + ", ".join(f"{c.name} ({c.hosts} hosts)" for c in self.infos)
             )
         with self._lock:
+            limits, where = self.config.limits.of(user)
+            if limits.sessions is not None:
+                active = len(self.store.sessions(owner=user, states=ACTIVE))
+                if active >= limits.sessions:
+                    raise OverLimit(
+                        f"{user} has {active} sessions not ended, the most {where}.sessions "
+                        f"allows ({limits.sessions}): end or withdraw one first"
+                    )
             row = self.store.create_session(user, name, filter, [c.name for c in seen], self.now())
+            self.heard[row.id] = self.now()
             self.runner.trigger()
         log.info("session %s subscribed by %s (%s)", row.id, user, ", ".join(row.clusters))
         return Subscribed(session=row.id, clusters=tuple(seen))
@@ -136,6 +152,7 @@ class Bridge:
                 raise Invalid(describe(error)) from None
             if row.state not in PLACED:
                 raise Conflict(f"session {session_id} is {row.state}: its request is final")
+            self.config.limits.check_request(row.owner, request)
             self.store.update_session(
                 session_id, now=self.now(), state=AppState.REQUEST_SENT, request=request
             )
@@ -179,6 +196,8 @@ class Bridge:
         owner = self.store.owner(session_id)
         if owner is None or (owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
+        if owner == user:
+            self.heard[session_id] = self.now()  # a launcher's long poll: it is alive
         try:
             return self.store.events(session_id, after=after, limit=limit)
         except KeyError:
@@ -197,6 +216,7 @@ class Bridge:
         ghost's end or a retry was reached). True if it ran. It calls no batch system: what it
         wants of them is left to :meth:`enact`."""
         with self._lock:
+            self._withdraw_silent(self.now())
             if not self.runner.due(self.now()):
                 return False
             self.runner.run(self.now())
@@ -206,6 +226,23 @@ class Bridge:
             except Exception:
                 log.exception("a pass listener failed")
         return True
+
+    def _withdraw_silent(self, now: int) -> None:
+        """Waiting sessions whose launcher went silent for ``bridge.session_timeout`` are
+        withdrawn (with a ``withdrawn`` event saying why): a dead launcher must not keep its
+        place in the queue, nor the placeholders held for it."""
+        timeout = self.config.bridge.session_timeout
+        if timeout is None or now < self._silence_checked + min(10, timeout // 10):
+            return
+        self._silence_checked = now
+        for row in self.store.sessions(states=PLACED):
+            last = max(self.heard.get(row.id, self.started), self.started)
+            if now - last >= timeout:
+                why = f"no word from its launcher for {now - last} s (bridge.session_timeout)"
+                self.runner.recorder.withdraw(row, why, now)
+                self.heard.pop(row.id, None)
+                self.runner.trigger()
+                log.info("session %s withdrawn: %s", row.id, why)
 
     def enact(self) -> int:
         """Carry out in the batch systems what the passes want (outside the lock, one run at a

@@ -24,9 +24,10 @@ from pydantic import (
 )
 
 from coorm_bridge.adapters.registry import AdapterSettings, read_settings
-from coorm_bridge.core.model import Frozen, Name, describe
+from coorm_bridge.core.model import Frozen, Name, Request, describe
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.paths import default_socket, state_dir
+from coorm_bridge.service.errors import OverLimit
 
 #: Longest placeholder prefix: instance (6), session (16), two dashes and a cluster's name (at
 #: least 12 characters, a digest completing a longer one) must still fit in 63 characters.
@@ -56,6 +57,9 @@ class BridgeSettings(Frozen):
     """Users who may see and act on every session."""
     tokens: dict[str, Name] = Field(default_factory=dict)
     """Bearer token -> user, for TCP. Keep this file private (mode 600)."""
+    session_timeout: Annotated[int, Field(ge=10, le=366 * 24 * 3600, strict=True)] | None = None
+    """Withdraw a waiting session whose launcher was not heard from for this many seconds (a
+    launcher long-polls its events, so a live one is heard from every minute); None: never."""
     placeholder_prefix: Annotated[Name, Field(max_length=MAX_PREFIX)] = "coorm-"
     """How the bridge's reservations are named: ``<prefix><instance>-<session>-<cluster>``, the
     instance being this bridge's id (in its database): another bridge's are foreign load."""
@@ -100,16 +104,59 @@ class PlacementSettings(Frozen):
     """Seconds between two snapshots of a cluster (backed off while it does not answer)."""
 
 
+Bound = Annotated[int, Field(ge=1, le=10**9, strict=True)]
+
+
+class Limits(Frozen):
+    """What one user may ask for (None: no limit)."""
+
+    sessions: Bound | None = None
+    """Sessions not ended at once."""
+    hosts: Bound | None = None
+    """Hosts in one request, all clusters together."""
+    duration: Bound | None = None
+    """Seconds of one request."""
+
+
+class LimitSettings(Limits):
+    """``[limits]``: the same for every user, and ``[limits.user.NAME]`` tables for some."""
+
+    user: dict[Name, Limits] = Field(default_factory=dict)
+
+    def of(self, user: str) -> tuple[Limits, str]:
+        """The limits of ``user``, and where they are set (for messages)."""
+        own = self.user.get(user)
+        if own is None:
+            return self, "limits"
+        merged = {k: v if v is not None else getattr(self, k) for k, v in own}
+        return Limits.model_validate(merged), f"limits.user.{user}"
+
+    def check_request(self, user: str, request: Request) -> None:
+        """Raise OverLimit when ``request`` asks for more than ``user`` may."""
+        limits, where = self.of(user)
+        hosts = sum(request.nodes.values())
+        if limits.hosts is not None and hosts > limits.hosts:
+            raise OverLimit(
+                f"the request asks for {hosts} hosts; {where}.hosts allows {limits.hosts}"
+            )
+        if limits.duration is not None and request.duration > limits.duration:
+            raise OverLimit(
+                f"the request lasts {request.duration} s; {where}.duration allows "
+                f"{limits.duration} s"
+            )
+
+
 def _default_adapter() -> AdapterSettings:
     return read_settings({})
 
 
 class Config(Frozen):
-    """The whole file: ``[bridge]``, ``[policy]``, ``[placement]``, ``[adapter]``."""
+    """The whole file: ``[bridge]``, ``[policy]``, ``[placement]``, ``[limits]``, ``[adapter]``."""
 
     bridge: BridgeSettings = BridgeSettings()
     policy: PolicyConfig = PolicyConfig()
     placement: PlacementSettings = PlacementSettings()
+    limits: LimitSettings = LimitSettings()
     adapter: SerializeAsAny[AdapterSettings] = Field(default_factory=_default_adapter)
     """Validated by the settings model of the installed adapter its ``kind`` names."""
     source: str = "(defaults)"

@@ -21,3 +21,8 @@ class NotFound(SessionError):
 
 class Conflict(SessionError):
     """The session's state forbids the operation (a request after start, done before it)."""
+
+
+class OverLimit(SessionError):
+    """The caller asks for more than the site's ``[limits]`` allow; the message names the
+    limit and where it is set."""
