@@ -34,6 +34,8 @@ class Loop:
         self.reconcile_every = reconcile_every
         self._rescheduling = threading.Lock()
         self._stopping = False
+        self._enacting = False
+        self._again = False
         clusters = bridge.runner.poller.clusters
         self.scheduler = BackgroundScheduler(
             executors={
@@ -56,7 +58,11 @@ class Loop:
                 self._poll, IntervalTrigger(seconds=delay), args=(cluster,), id=f"poll-{cluster}"
             )
         self.scheduler.add_job(self._tick, IntervalTrigger(seconds=interval), id="policy")
-        self.scheduler.add_job(self._enact, IntervalTrigger(seconds=interval), id="enact")
+        # Placements: started when a pass wants something (and every poll interval, for
+        # retries coming due); one run at a time, which goes on while there is work.
+        self.scheduler.add_job(
+            self._wake_enactor, IntervalTrigger(seconds=self.bridge.config.placement.poll_interval)
+        )
         self.scheduler.add_job(
             self._reconcile, IntervalTrigger(seconds=self.reconcile_every), id="reconcile"
         )
@@ -95,24 +101,32 @@ class Loop:
             self.bridge.runner.trigger()
             return
         if planned and self.bridge.runner.enactor.pending:
-            self._wake("enact")
+            self._wake_enactor()
+
+    def _wake_enactor(self) -> None:
+        """Start a placement run unless one is running; that one then goes round again."""
+        with self._rescheduling:
+            if self._stopping:
+                return
+            if self._enacting:
+                self._again = True
+                return
+            self._enacting = True
+        self.scheduler.add_job(self._enact, id="enact", replace_existing=True)
 
     def _enact(self) -> None:
         """Placements run apart from passes: a slow batch system delays them, not the passes
         (nor, through them, the answers to launchers)."""
-        try:
-            self.bridge.enact()
-        except Exception:
-            log.exception("carrying out the placements failed")
-
-    def _wake(self, job_id: str) -> None:
-        """Run a job now rather than at its next interval (unless it is running: coalesced)."""
-        with self._rescheduling:
-            if self._stopping:
-                return
-            job = self.scheduler.get_job(job_id)
-            if job is not None:
-                job.modify(next_run_time=datetime.now(job.next_run_time.tzinfo))
+        while True:
+            try:
+                self.bridge.enact()
+            except Exception:
+                log.exception("carrying out the placements failed")
+            with self._rescheduling:
+                if not self._again or self._stopping:
+                    self._enacting = False
+                    return
+                self._again = False
 
     def _reconcile(self) -> None:
         try:
