@@ -15,7 +15,6 @@ method keeps the simulation from ever being entered twice at once.
 from __future__ import annotations
 
 import functools
-import itertools
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -34,9 +33,10 @@ from coorm_bridge.adapters.base import (
     Unavailable,
 )
 from coorm_bridge.adapters.mock.clock import Clock, VirtualClock, WallClock
-from coorm_bridge.adapters.mock.platform import PlatformSpec, SyntheticLoad, TraceLoad
+from coorm_bridge.adapters.mock.limits import MAX_DURATION, MAX_TIME, MAX_TIME_TEXT
+from coorm_bridge.adapters.mock.loads import load_jobs
+from coorm_bridge.adapters.mock.platform import PlatformSpec
 from coorm_bridge.adapters.mock.scheduler import LocalJobSpec, LocalScheduler
-from coorm_bridge.adapters.mock.swf import ReplayJob, read_swf, replay_jobs, synthetic_jobs
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
 
 #: JobSpec environment key giving a mock job's simulated run time in seconds (default: walltime).
@@ -85,9 +85,11 @@ class MockAdapter(Adapter):
         }
         self._outages: dict[str, list[_Outage]] = {c.name: [] for c in spec.clusters}
         self._refusals: dict[str, _Refusals] = {}
-        self._ids = itertools.count(1)
+        self._next_id = 1
         for number, load in enumerate(spec.loads, 1):
-            self._add_load(number, load, start)
+            scheduler = self.schedulers[load.cluster]
+            for job in load_jobs(spec, number, load, start):
+                scheduler.submit(job.spec, at=job.at)
         for scheduled in spec.outages:
             self.outage(scheduled.cluster, start + scheduled.start, start + scheduled.end)
 
@@ -117,13 +119,13 @@ class MockAdapter(Adapter):
     @_locked
     def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         scheduler = self._answering(cluster, self._sync())
-        self._maybe_refuse(cluster)
+        self._check_reservation(cluster, spec)
         return scheduler.create_reservation(spec)
 
     @_locked
     def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         scheduler = self._answering(cluster, self._sync())
-        self._maybe_refuse(cluster)
+        self._check_reservation(cluster, spec)
         return scheduler.update_reservation(spec)
 
     @_locked
@@ -133,16 +135,23 @@ class MockAdapter(Adapter):
     @_locked
     def submit(self, cluster: str, job: JobSpec) -> str:
         scheduler = self._answering(cluster, self._sync())
-        runtime = _simulated_runtime(job)
+        if job.walltime > MAX_DURATION:
+            raise Refused(
+                f"{cluster}: Requested time limit is invalid: {job.walltime} s is more than "
+                f"{MAX_DURATION} (100 years)",
+                cluster=cluster,
+            )
         local = LocalJobSpec(
-            id=f"{cluster}.{next(self._ids)}",
+            id=f"{cluster}.{self._next_id}",
             user=job.user,
             hosts=job.hosts,
             walltime=job.walltime,
-            runtime=runtime,
+            runtime=_simulated_runtime(job),
             reservation=job.reservation,
         )
-        return scheduler.submit(local)
+        job_id = scheduler.submit(local)
+        self._next_id += 1  # only once accepted: a refused submission changes nothing
+        return job_id
 
     @_locked
     def cancel(self, cluster: str, job_id: str) -> None:
@@ -187,6 +196,8 @@ class MockAdapter(Adapter):
         self._scheduler(cluster)
         if end <= start:
             raise ValueError("an outage ends after it starts")
+        if start < 0 or end > MAX_TIME:
+            raise ValueError(f"an outage is within [0, {MAX_TIME}] ({MAX_TIME_TEXT})")
         self._outages[cluster].append(_Outage(start, end))
 
     @_locked
@@ -200,6 +211,8 @@ class MockAdapter(Adapter):
         self, cluster: str, host: str, state: NodeState, at: int | None = None
     ) -> None:
         """A node goes down, is drained, or comes back, now or at ``at``."""
+        if at is not None and at > MAX_TIME:
+            raise ValueError(f"a node cannot change after {MAX_TIME_TEXT} ({at})")
         self._sync()
         self._scheduler(cluster).set_node_state(host, state, at)
 
@@ -253,50 +266,18 @@ class MockAdapter(Adapter):
                 )
         return scheduler
 
-    def _maybe_refuse(self, cluster: str) -> None:
+    def _check_reservation(self, cluster: str, spec: ReservationSpec) -> None:
+        """Out-of-range times, then simulated refusals: both before anything else changes."""
+        if spec.end > MAX_TIME:
+            raise Refused(
+                f"{cluster}: Invalid time specification: {spec.name} ends after {MAX_TIME_TEXT} "
+                f"({spec.end} > {MAX_TIME})",
+                cluster=cluster,
+            )
         refusals = self._refusals.get(cluster)
         if refusals and refusals.remaining > 0:
             refusals.remaining -= 1
             raise Refused(f"{cluster}: {refusals.reason} (simulated refusal)", cluster=cluster)
-
-    def _add_load(self, number: int, load: TraceLoad | SyntheticLoad, start: int) -> None:
-        cluster = self.spec.cluster(load.cluster)
-        jobs: Iterable[ReplayJob]
-        if isinstance(load, TraceLoad):
-            path = load.path if load.path.is_absolute() else self.spec.base_dir / load.path
-            try:
-                trace = read_swf(path)
-            except OSError as error:
-                raise AdapterError(f"cannot read trace {path}: {error.strerror}") from error
-            jobs = replay_jobs(
-                trace,
-                procs_per_host=load.procs_per_host,
-                time_scale=load.time_scale,
-                offset=start + load.offset,
-                max_hosts=cluster.hosts,
-                too_large=load.too_large,
-            )[: load.max_jobs]
-        else:
-            generated = synthetic_jobs(
-                load.seed,
-                load.count,
-                load.max_hosts or max(1, cluster.hosts // 4),
-                load.mean_interarrival,
-                load.mean_runtime,
-            )
-            jobs = [job.model_copy(update={"submit": job.submit + start}) for job in generated]
-        scheduler = self.schedulers[cluster.name]
-        for job in sorted(jobs, key=lambda j: j.submit):
-            scheduler.submit(
-                LocalJobSpec(
-                    id=f"load{number}-{job.id}",
-                    user=job.user,
-                    hosts=min(job.hosts, cluster.hosts),
-                    walltime=job.walltime,
-                    runtime=job.runtime,
-                ),
-                at=max(job.submit, start),
-            )
 
 
 def _simulated_runtime(job: JobSpec) -> int:
@@ -307,6 +288,6 @@ def _simulated_runtime(job: JobSpec) -> int:
         runtime = int(text)
     except ValueError:
         raise AdapterError(f"{RUNTIME_KEY} must be whole seconds, got {text!r}") from None
-    if runtime <= 0:
-        raise AdapterError(f"{RUNTIME_KEY} must be positive, got {runtime}")
+    if not 0 < runtime <= MAX_DURATION:
+        raise AdapterError(f"{RUNTIME_KEY} must be positive and at most {MAX_DURATION}, got {text}")
     return runtime

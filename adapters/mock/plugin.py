@@ -9,6 +9,7 @@ from pydantic import Field
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import WallClock
+from coorm_bridge.adapters.mock.limits import SPEEDUP_LIMIT
 from coorm_bridge.adapters.mock.platform import load_platform
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin, AdapterSettings
 
@@ -19,8 +20,8 @@ class MockSettings(AdapterSettings):
     kind: Literal["mock"] = "mock"
     platform: Path | None = None
     """Platform file; None: the packaged default (three clusters)."""
-    speedup: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    """Simulated seconds per real second."""
+    speedup: Annotated[float, Field(gt=0, allow_inf_nan=False), SPEEDUP_LIMIT] = 1.0
+    """Simulated seconds per real second (see limits.MAX_SPEEDUP for the bound)."""
 
 
 def create(settings: MockSettings, context: AdapterContext) -> MockAdapter:
