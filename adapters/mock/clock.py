@@ -196,6 +196,13 @@ class WallClock(Clock):
         elapsed = (time.monotonic() - self._real_start) * self.speedup
         return min(MAX_TIME, self.origin + math.floor(elapsed))
 
+    def reading(self) -> tuple[int, float]:
+        """Platform time and wall-clock time (Unix seconds) read together: where a restarted
+        platform takes its time up from (the wall clock, unlike the monotonic one, is shared
+        across processes and restarts)."""
+        wall = time.time()
+        return self.now(), wall
+
     def _real_delay(self, t: int) -> float:
         """Real seconds left until platform time ``t``."""
         deadline = self._real_start + (t - self.origin) / self.speedup

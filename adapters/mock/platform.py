@@ -7,6 +7,8 @@ and the key, because a site admin edits these files by hand.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tomllib
 from importlib.resources import files
 from pathlib import Path
@@ -112,7 +114,8 @@ class PlatformSpec(Frozen):
     """``[[cluster]]``, ``[[link]]``, ``[[load]]`` and ``[[outage]]`` tables of a platform file."""
 
     start: Annotated[int, Field(ge=0, strict=True), TIME_LIMIT] | None = None
-    """Platform time at start (Unix seconds); None: the wall-clock time when it starts."""
+    """Platform time at its very first start (Unix seconds); None: the wall-clock time then.
+    A platform that resumes its saved state goes on from where it was, never back to this."""
     clusters: tuple[ClusterSpec, ...] = Field(min_length=1, alias="cluster")
     links: tuple[Link, ...] = Field(default=(), alias="link")
     loads: tuple[Load, ...] = Field(default=(), alias="load")
@@ -149,6 +152,21 @@ class PlatformSpec(Frozen):
     def trace_path(self, load: TraceLoad) -> Path:
         """Where a trace is read from: relative paths are the platform file's folder's."""
         return load.path if load.path.is_absolute() else self.base_dir / load.path
+
+    def identity(self) -> str:
+        """A digest of everything the simulation's history depends on: the description and the
+        content of its traces, not where the files are nor their comments. Saved state is
+        replayed only onto a platform with the same identity (see :mod:`.journal`)."""
+        data = self.model_dump(mode="json", exclude={"base_dir"})
+        for load, dumped in zip(self.loads, data["loads"], strict=True):
+            if isinstance(load, TraceLoad):
+                path = self.trace_path(load)
+                try:
+                    dumped["path"] = hashlib.sha256(path.read_bytes()).hexdigest()
+                except OSError as error:
+                    raise AdapterError(f"cannot read trace {path}: {error.strerror}") from error
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 def parse_platform(
