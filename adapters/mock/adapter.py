@@ -7,6 +7,12 @@ a virtual clock replays days of load in seconds. Faults are injected on demand: 
 stops answering, nodes going down, reservations refused; outages can also be scheduled in the
 platform file, for a daemon tested from another process.
 
+Given a :class:`.Journal`, the platform outlives its process as a real batch system does: every
+call that changes it is recorded (:mod:`.calls`) before it returns, and a new adapter on the same
+journal replays them at their simulated times onto the same platform, which gives back the same
+history, then goes on (the daemon's plug-in resumes the clock as well, :mod:`.plugin`). Without
+one, the state lives in memory, as tests and benchmarks want.
+
 The daemon calls its adapter from several threads (per-cluster polling, placement, HTTP
 handlers), and the schedulers are plain data structures: one re-entrant lock around every public
 method keeps the simulation from ever being entered twice at once.
@@ -15,11 +21,14 @@ method keeps the simulation from ever being entered twice at once.
 from __future__ import annotations
 
 import functools
-import itertools
+import json
+import logging
 import threading
+import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import Concatenate, ParamSpec, TypeVar
+
+from pydantic import BaseModel
 
 from coorm_bridge.adapters.base import (
     Adapter,
@@ -27,21 +36,22 @@ from coorm_bridge.adapters.base import (
     JobSpec,
     JobState,
     NodeState,
-    NotPermitted,
     PlatformSnapshot,
-    Refused,
     ReservationHandle,
     ReservationSpec,
     Unavailable,
 )
+from coorm_bridge.adapters.mock import calls
 from coorm_bridge.adapters.mock.clock import Clock, VirtualClock, WallClock
-from coorm_bridge.adapters.mock.platform import PlatformSpec, SyntheticLoad, TraceLoad
-from coorm_bridge.adapters.mock.scheduler import LocalJobSpec, LocalScheduler
-from coorm_bridge.adapters.mock.swf import ReplayJob, read_swf, replay_jobs, synthetic_jobs
+from coorm_bridge.adapters.mock.journal import Anchor, Journal
+from coorm_bridge.adapters.mock.platform import PlatformSpec
+from coorm_bridge.adapters.mock.scheduler import LocalScheduler
+from coorm_bridge.adapters.mock.simulation import RUNTIME_KEY, SimulatedRefusal, Simulation
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
 
-#: JobSpec environment key giving a mock job's simulated run time in seconds (default: walltime).
-RUNTIME_KEY = "COORM_MOCK_RUNTIME"
+__all__ = ["RUNTIME_KEY", "MockAdapter"]
+
+logger = logging.getLogger(__name__)
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -60,38 +70,52 @@ def _locked(
     return locked
 
 
-@dataclass
-class _Outage:
-    start: int
-    end: int
-
-
-@dataclass
-class _Refusals:
-    remaining: int
-    reason: str
-
-
 class MockAdapter(Adapter):
-    """The simulated platform; see the module docstring."""
+    """The simulated platform; see the module docstring.
 
-    def __init__(self, spec: PlatformSpec, clock: Clock | None = None) -> None:
+    With a ``journal``, a new one is given the platform's identity and the clock's time as its
+    start; a saved one must be of the same platform (else AdapterError) and the clock at or past
+    its last call: the platform is rebuilt from its saved start, then resumes at the clock's time.
+    The adapter owns the journal: :meth:`close` closes it, as does a failure to build.
+    """
+
+    def __init__(
+        self, spec: PlatformSpec, clock: Clock | None = None, *, journal: Journal | None = None
+    ) -> None:
         self._lock = threading.RLock()
-        self.spec = spec
         self.clock = clock or WallClock(origin=spec.start)
-        start = self.clock.now()
-        self.schedulers = {
-            c.name: LocalScheduler(c.name, c.host_names(), policy=c.policy, start=start)
-            for c in spec.clusters
-        }
-        self._outages: dict[str, list[_Outage]] = {c.name: [] for c in spec.clusters}
-        self._refusals: dict[str, _Refusals] = {}
-        self._unknown_users: set[str] = set()
-        self._ids = itertools.count(1)
-        for number, load in enumerate(spec.loads, 1):
-            self._add_load(number, load, start)
-        for scheduled in spec.outages:
-            self.outage(scheduled.cluster, start + scheduled.start, start + scheduled.end)
+        self.journal = journal
+        self._broken: str | None = None
+        now = self.clock.now()
+        if journal is None:
+            self.simulation = Simulation(spec, now)
+            return
+        try:  # the adapter owns its journal from here on, even when it cannot be built
+            saved = journal.origin is not None
+            start = journal.claim(spec.identity(), now)
+            if start > now:
+                raise AdapterError(f"the clock ({now}) is before the platform's start ({start})")
+            self.simulation = Simulation(spec, start)
+            if saved:
+                self._replay(journal, now)
+        except BaseException:
+            journal.close()
+            raise
+
+    @property
+    def spec(self) -> PlatformSpec:
+        """The platform as it is now (upgrades and link changes included)."""
+        return self.simulation.spec
+
+    @property
+    def start(self) -> int:
+        """The simulated time the platform started at, before any restart."""
+        return self.simulation.start
+
+    @property
+    def schedulers(self) -> dict[str, LocalScheduler]:
+        """Each cluster's scheduler, for tests and benchmarks that look inside."""
+        return self.simulation.schedulers
 
     # -- the adapter interface --------------------------------------------------------------
 
@@ -118,47 +142,40 @@ class MockAdapter(Adapter):
 
     @_locked
     def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
-        scheduler = self._answering(cluster, self._sync())
-        self._maybe_refuse(cluster)
-        self._check_users(cluster, spec)
-        return scheduler.create_reservation(spec)
+        handle = self._call(calls.CreateReservation(cluster=cluster, spec=spec))
+        assert isinstance(handle, ReservationHandle)
+        return handle
 
     @_locked
     def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
-        scheduler = self._answering(cluster, self._sync())
-        self._maybe_refuse(cluster)
-        self._check_users(cluster, spec)
-        return scheduler.update_reservation(spec)
+        handle = self._call(calls.UpdateReservation(cluster=cluster, spec=spec))
+        assert isinstance(handle, ReservationHandle)
+        return handle
 
     @_locked
     def delete_reservation(self, cluster: str, name: str) -> None:
-        self._answering(cluster, self._sync()).delete_reservation(name)
+        self._call(calls.DeleteReservation(cluster=cluster, name=name))
 
     @_locked
     def submit(self, cluster: str, job: JobSpec) -> str:
-        scheduler = self._answering(cluster, self._sync())
-        runtime = _simulated_runtime(job)
-        local = LocalJobSpec(
-            id=f"{cluster}.{next(self._ids)}",
-            user=job.user,
-            hosts=job.hosts,
-            walltime=job.walltime,
-            runtime=runtime,
-            reservation=job.reservation,
-        )
-        return scheduler.submit(local)
+        job_id = self._call(calls.Submit(cluster=cluster, job=job))
+        assert isinstance(job_id, str)
+        return job_id
 
     @_locked
     def cancel(self, cluster: str, job_id: str) -> None:
-        scheduler = self._answering(cluster, self._sync())
-        try:
-            scheduler.cancel(job_id)
-        except KeyError:
-            raise AdapterError(f"no job {job_id} on {cluster}", cluster=cluster) from None
+        self._call(calls.Cancel(cluster=cluster, job_id=job_id))
 
     @_locked
     def job_state(self, cluster: str, job_id: str) -> JobState:
         return self._answering(cluster, self._sync()).job_state(job_id)
+
+    def close(self) -> None:
+        """Close the journal, if any (its lock is released; the platform is kept in it)."""
+        with self._lock:
+            if self.journal is not None:
+                self.journal.close()
+                self._broken = "the simulated platform is closed"
 
     # -- simulation ---------------------------------------------------------------------------
 
@@ -180,152 +197,128 @@ class MockAdapter(Adapter):
     @_locked
     def next_event_time(self) -> int | None:
         """When the platform next changes by itself (None: idle until someone acts)."""
-        upcoming = [s.next_event_time() for s in self.schedulers.values()]
-        return min((u for u in upcoming if u is not None), default=None)
+        return self.simulation.next_event_time()
 
     # -- faults -------------------------------------------------------------------------------
 
     @_locked
     def outage(self, cluster: str, start: int, end: int) -> None:
         """The cluster's batch system does not answer during ``[start, end)`` (Unavailable)."""
-        self._scheduler(cluster)
-        if end <= start:
-            raise ValueError("an outage ends after it starts")
-        self._outages[cluster].append(_Outage(start, end))
+        self._call(calls.Outage(cluster=cluster, start=start, end=end))
 
     @_locked
     def refuse_reservations(self, cluster: str, count: int = 1, reason: str = "") -> None:
         """The next ``count`` reservation requests on ``cluster`` are refused."""
-        self._scheduler(cluster)
-        self._refusals[cluster] = _Refusals(count, reason or "Requested nodes are busy")
+        reason = reason or "Requested nodes are busy"
+        self._call(calls.RefuseReservations(cluster=cluster, count=count, reason=reason))
 
     @_locked
     def set_node_state(
         self, cluster: str, host: str, state: NodeState, at: int | None = None
     ) -> None:
         """A node goes down, is drained, or comes back, now or at ``at``."""
-        self._sync()
-        self._scheduler(cluster).set_node_state(host, state, at)
+        self._call(calls.SetNodeState(cluster=cluster, host=host, state=state, at=at))
 
     @_locked
     def forget_user(self, user: str) -> None:
         """The batch system no longer knows ``user`` (as a uid with no passwd entry there):
         reservations for it are refused for good (:class:`NotPermitted`)."""
-        self._unknown_users.add(user)
+        self._call(calls.ForgetUser(user=user))
 
     @_locked
     def upgrade(self, cluster: str, /, **properties: object) -> ClusterInfo:
         """The site changed a cluster's cores, RAM, scratch or speed (an upgrade, a new CPU
         generation): what ``clusters()`` reports from now on. Its hosts stay as they are: take
         hosts down with :meth:`set_node_state`."""
-        self._scheduler(cluster)
-        if "hosts" in properties or "name" in properties:
-            raise ValueError("a simulated cluster keeps its name and hosts")
-        specs = [
-            type(spec).model_validate({**spec.model_dump(), **properties})
-            if spec.name == cluster
-            else spec
-            for spec in self.spec.clusters
-        ]
-        self.spec = self.spec.model_copy(update={"clusters": tuple(specs)})
-        return next(s.info() for s in specs if s.name == cluster)
+        call = calls.Upgrade.model_validate({"cluster": cluster, "properties": properties})
+        info = self._call(call)
+        assert isinstance(info, ClusterInfo)
+        return info
 
     @_locked
     def set_links(self, links: Iterable[Link]) -> None:
         """The links between clusters changed (a new WAN link, a slower one): what
         ``interconnect()`` reports from now on."""
-        self.spec = self.spec.model_copy(update={"links": tuple(links)})
+        self._call(calls.SetLinks(links=tuple(links)))
+
+    # -- calls, journaled -----------------------------------------------------------------------
+
+    def _call(self, call: calls.Call) -> object:
+        """Carry out ``call`` now and journal it before returning (see the module docstring)."""
+        if self._broken is not None:
+            raise Unavailable(f"the simulated platform cannot be used: {self._broken}")
+        now = self._sync()
+        try:
+            result = self.simulation.apply(call, now)
+        except SimulatedRefusal as refusal:
+            self._record(now, calls.RefusalUsed(cluster=refusal.cluster or ""), None)
+            raise
+        self._record(now, call, result)
+        return result
+
+    def _record(self, now: int, call: calls.Call, result: object) -> None:
+        """Journal a call that changed the platform; if that fails, the platform is out of step
+        with its saved state and refuses every call until a restart replays what was saved."""
+        if self.journal is None:
+            return
+        anchor = None
+        if isinstance(self.clock, WallClock):
+            sim, wall = self.clock.reading()
+            anchor = Anchor(time=sim, wall=wall, speedup=self.clock.speedup)
+        try:
+            self.journal.append(now, call, _outcome(result), anchor)
+        except AdapterError as error:
+            self._broken = str(error)
+            raise Unavailable(f"the simulated platform cannot save its state: {error}") from error
+
+    def _replay(self, journal: Journal, now: int) -> None:
+        """Re-apply every journaled call at its time; each must answer as it did then."""
+        began = time.perf_counter()
+        replayed = 0
+        for entry in journal.entries():
+            where = f"{journal.path}: call {entry.seq} ({entry.call.op} at {entry.at})"
+            if entry.at > now:
+                raise AdapterError(f"{where} is after the clock ({now}): time went back")
+            self.simulation.advance(entry.at)
+            try:
+                outcome = _outcome(self.simulation.apply(entry.call, entry.at))
+            except (AdapterError, ValueError, KeyError) as error:
+                outcome = f"error: {error}"
+            if outcome != entry.outcome:
+                raise AdapterError(
+                    f"{where} replays as {outcome}, not {entry.outcome}: this simulator "
+                    "does not give the saved history back; move the file away to start "
+                    "the platform afresh"
+                )
+            replayed += 1
+        self.simulation.advance(now)
+        logger.info(
+            "mock platform resumed from %s: started at %d, %d calls replayed up to %d in %.2f s",
+            journal.path,
+            self.start,
+            replayed,
+            now,
+            time.perf_counter() - began,
+        )
 
     # -- internals ----------------------------------------------------------------------------
 
     def _sync(self) -> int:
         now = self.clock.now()
-        for scheduler in self.schedulers.values():
-            if now > scheduler.now:
-                scheduler.advance(now)
+        self.simulation.advance(now)
         return now
 
-    def _scheduler(self, cluster: str) -> LocalScheduler:
-        try:
-            return self.schedulers[cluster]
-        except KeyError:
-            known = ", ".join(self.schedulers)
-            raise AdapterError(f"unknown cluster {cluster!r} (this platform has {known})") from None
-
     def _answering(self, cluster: str, now: int) -> LocalScheduler:
-        scheduler = self._scheduler(cluster)
-        for outage in self._outages[cluster]:
-            if outage.start <= now < outage.end:
-                raise Unavailable(
-                    f"{cluster}: the batch system does not answer (simulated outage until "
-                    f"{outage.end})",
-                    cluster=cluster,
-                )
-        return scheduler
-
-    def _check_users(self, cluster: str, spec: ReservationSpec) -> None:
-        strangers = sorted(set(spec.users) & self._unknown_users)
-        if strangers:
-            raise NotPermitted(
-                f"{cluster}: Invalid user id: {', '.join(strangers)} (unknown to the simulated "
-                "batch system)",
+        if self._broken is not None:
+            raise Unavailable(
+                f"{cluster}: the simulated platform cannot be used: {self._broken}",
                 cluster=cluster,
             )
-
-    def _maybe_refuse(self, cluster: str) -> None:
-        refusals = self._refusals.get(cluster)
-        if refusals and refusals.remaining > 0:
-            refusals.remaining -= 1
-            raise Refused(f"{cluster}: {refusals.reason} (simulated refusal)", cluster=cluster)
-
-    def _add_load(self, number: int, load: TraceLoad | SyntheticLoad, start: int) -> None:
-        cluster = self.spec.cluster(load.cluster)
-        jobs: Iterable[ReplayJob]
-        if isinstance(load, TraceLoad):
-            path = load.path if load.path.is_absolute() else self.spec.base_dir / load.path
-            try:
-                trace = read_swf(path)
-            except OSError as error:
-                raise AdapterError(f"cannot read trace {path}: {error.strerror}") from error
-            jobs = replay_jobs(
-                trace,
-                procs_per_host=load.procs_per_host,
-                time_scale=load.time_scale,
-                offset=start + load.offset,
-                max_hosts=cluster.hosts,
-                too_large=load.too_large,
-            )[: load.max_jobs]
-        else:
-            generated = synthetic_jobs(
-                load.seed,
-                load.count,
-                load.max_hosts or max(1, cluster.hosts // 4),
-                load.mean_interarrival,
-                load.mean_runtime,
-            )
-            jobs = [job.model_copy(update={"submit": job.submit + start}) for job in generated]
-        scheduler = self.schedulers[cluster.name]
-        for job in sorted(jobs, key=lambda j: j.submit):
-            scheduler.submit(
-                LocalJobSpec(
-                    id=f"load{number}-{job.id}",
-                    user=job.user,
-                    hosts=min(job.hosts, cluster.hosts),
-                    walltime=job.walltime,
-                    runtime=job.runtime,
-                ),
-                at=max(job.submit, start),
-            )
+        return self.simulation.answering(cluster, now)
 
 
-def _simulated_runtime(job: JobSpec) -> int:
-    text = job.environment.get(RUNTIME_KEY)
-    if text is None:
-        return job.walltime
-    try:
-        runtime = int(text)
-    except ValueError:
-        raise AdapterError(f"{RUNTIME_KEY} must be whole seconds, got {text!r}") from None
-    if runtime <= 0:
-        raise AdapterError(f"{RUNTIME_KEY} must be positive, got {runtime}")
-    return runtime
+def _outcome(result: object) -> str:
+    """What a call answered, as journaled text: replaying it must answer the same."""
+    if isinstance(result, BaseModel):
+        return result.model_dump_json()
+    return json.dumps(result)

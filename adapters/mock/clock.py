@@ -20,6 +20,8 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
+from coorm_bridge.adapters.mock.limits import MAX_SPEEDUP, MAX_TIME, MAX_TIME_TEXT
+
 logger = logging.getLogger(__name__)
 
 
@@ -108,6 +110,10 @@ class VirtualClock(Clock):
     """
 
     def __init__(self, start: int) -> None:
+        if not 0 <= start <= MAX_TIME:
+            raise ValueError(
+                f"a clock starts within [0, {MAX_TIME}] ({MAX_TIME_TEXT}), not {start}"
+            )
         self._now = start
         self._queue = _Queue()
         self._running = False
@@ -129,6 +135,8 @@ class VirtualClock(Clock):
         """Move to ``t``, running every callback due by then, including ones they schedule."""
         if t < self._now:
             raise ValueError(f"the clock cannot go back from {self._now} to {t}")
+        if t > MAX_TIME:
+            raise ValueError(f"the clock cannot go past {MAX_TIME} ({MAX_TIME_TEXT}) to {t}")
         if self._running:
             raise RuntimeError("a callback cannot move the virtual clock; schedule instead")
         self._running = True
@@ -158,7 +166,8 @@ class VirtualClock(Clock):
 
 
 class WallClock(Clock):
-    """Real time scaled: platform time is ``origin + (real_now - real_start) * speedup``.
+    """Real time scaled: platform time is ``origin + (real_now - real_start) * speedup``, up to
+    :data:`.limits.MAX_TIME`, where it stops.
 
     Callbacks run one at a time, in time order, from a single background thread started on the
     first :meth:`call_at`; an exception is logged and the thread goes on. Cancelling races with
@@ -166,10 +175,12 @@ class WallClock(Clock):
     """
 
     def __init__(self, speedup: float = 1.0, origin: int | None = None) -> None:
-        if not (math.isfinite(speedup) and speedup > 0):
-            raise ValueError(f"speedup must be a positive number, got {speedup}")
+        if not (math.isfinite(speedup) and 0 < speedup <= MAX_SPEEDUP):
+            raise ValueError(f"speedup must be a number in (0, {MAX_SPEEDUP:g}], got {speedup}")
         self.speedup = speedup
         self.origin = int(time.time()) if origin is None else origin
+        if not 0 <= self.origin <= MAX_TIME:
+            raise ValueError(f"origin must be within [0, {MAX_TIME}] ({MAX_TIME_TEXT})")
         self._real_start = time.monotonic()  # immune to NTP steps and manual clock changes
         self._queue = _Queue()
         self._condition = threading.Condition()
@@ -182,7 +193,15 @@ class WallClock(Clock):
         return self._thread
 
     def now(self) -> int:
-        return self.origin + math.floor((time.monotonic() - self._real_start) * self.speedup)
+        elapsed = (time.monotonic() - self._real_start) * self.speedup
+        return min(MAX_TIME, self.origin + math.floor(elapsed))
+
+    def reading(self) -> tuple[int, float]:
+        """Platform time and wall-clock time (Unix seconds) read together: where a restarted
+        platform takes its time up from (the wall clock, unlike the monotonic one, is shared
+        across processes and restarts)."""
+        wall = time.time()
+        return self.now(), wall
 
     def _real_delay(self, t: int) -> float:
         """Real seconds left until platform time ``t``."""
@@ -190,6 +209,10 @@ class WallClock(Clock):
         return deadline - time.monotonic()
 
     def sleep_until(self, t: int) -> None:
+        if t > MAX_TIME:
+            raise ValueError(
+                f"the clock never reaches {t}: it stops at {MAX_TIME} ({MAX_TIME_TEXT})"
+            )
         # Float rounding can leave now() one second short at the deadline: loop until it is not.
         while self.now() < t:
             time.sleep(max(self._real_delay(t), 0.0005))

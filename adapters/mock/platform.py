@@ -7,6 +7,8 @@ and the key, because a site admin edits these files by hand.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import tomllib
 from importlib.resources import files
 from pathlib import Path
@@ -15,18 +17,37 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, ValidationError, model_validator
 
 from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.adapters.mock.limits import (
+    DURATION_LIMIT,
+    MAX_COUNT,
+    MAX_HOSTS,
+    MAX_JOBS,
+    TIME_LIMIT,
+    at_most,
+)
 from coorm_bridge.adapters.mock.scheduler import SchedulingPolicy
 from coorm_bridge.core.model import ClusterInfo, Frozen, Link, Name, describe
 
 DEFAULT_PLATFORM = "default_platform.toml"
 
-Positive = Annotated[int, Field(gt=0, strict=True)]
+Count = Annotated[int, Field(gt=0, strict=True), at_most(MAX_COUNT, "2**53")]
+Size = Annotated[int, Field(ge=0, strict=True), at_most(MAX_COUNT, "2**53")]
+Jobs = Annotated[int, Field(gt=0, strict=True), at_most(MAX_JOBS, "jobs of one load")]
+Hosts = Annotated[int, Field(gt=0, strict=True), at_most(MAX_HOSTS, "hosts of one cluster")]
+Offset = Annotated[int, Field(ge=0, strict=True), DURATION_LIMIT]
+Seconds = Annotated[float, Field(gt=0, allow_inf_nan=False), DURATION_LIMIT]
+TimeScale = Annotated[float, Field(gt=0, allow_inf_nan=False), at_most(1000.0, "a thousandfold")]
 
 
 class ClusterSpec(ClusterInfo):
     """One simulated cluster (its CINFO) and the batch scheduler that runs it."""
 
     policy: SchedulingPolicy = SchedulingPolicy.CONSERVATIVE
+    # The simulator's bounds on what a cluster may be (see limits); what launchers see is the same.
+    hosts: Hosts
+    cores_per_host: Count = 1
+    ram_per_host_mib: Size = 0
+    scratch_per_host_mib: Size = 0
 
     def info(self) -> ClusterInfo:
         """What launchers see: the cluster, without how the simulation schedules it."""
@@ -44,11 +65,11 @@ class TraceLoad(Frozen):
     cluster: Name
     path: Path
     """Relative paths are read from the platform file's folder."""
-    procs_per_host: Positive = 1
-    time_scale: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    offset: Annotated[int, Field(ge=0, strict=True)] = 0
+    procs_per_host: Count = 1
+    time_scale: TimeScale = 1.0
+    offset: Offset = 0
     """Seconds after the platform's start at which the trace's time 0 falls."""
-    max_jobs: Positive | None = None
+    max_jobs: Jobs | None = None
     too_large: Literal["drop", "clamp"] = "drop"
 
 
@@ -57,11 +78,11 @@ class SyntheticLoad(Frozen):
 
     kind: Literal["synthetic"] = "synthetic"
     cluster: Name
-    seed: int = 0
-    count: Positive = 100
-    mean_interarrival: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 600.0
-    mean_runtime: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1800.0
-    max_hosts: Positive | None = None
+    seed: Annotated[int, Field(ge=0, strict=True), at_most(MAX_COUNT, "2**53")] = 0
+    count: Jobs = 100
+    mean_interarrival: Seconds = 600.0
+    mean_runtime: Seconds = 1800.0
+    max_hosts: Hosts | None = None
     """Largest job; default a quarter of the cluster."""
 
 
@@ -77,8 +98,8 @@ class OutageSpec(Frozen):
     """
 
     cluster: Name
-    start: Annotated[int, Field(ge=0, strict=True)]
-    end: Annotated[int, Field(ge=0, strict=True)]
+    start: Offset
+    end: Offset
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -92,8 +113,9 @@ class OutageSpec(Frozen):
 class PlatformSpec(Frozen):
     """``[[cluster]]``, ``[[link]]``, ``[[load]]`` and ``[[outage]]`` tables of a platform file."""
 
-    start: Annotated[int, Field(ge=0, strict=True)] | None = None
-    """Platform time at start (Unix seconds); None: the wall-clock time when it starts."""
+    start: Annotated[int, Field(ge=0, strict=True), TIME_LIMIT] | None = None
+    """Platform time at its very first start (Unix seconds); None: the wall-clock time then.
+    A platform that resumes its saved state goes on from where it was, never back to this."""
     clusters: tuple[ClusterSpec, ...] = Field(min_length=1, alias="cluster")
     links: tuple[Link, ...] = Field(default=(), alias="link")
     loads: tuple[Load, ...] = Field(default=(), alias="load")
@@ -126,6 +148,25 @@ class PlatformSpec(Frozen):
             if spec.name == name:
                 return spec
         raise KeyError(name)
+
+    def trace_path(self, load: TraceLoad) -> Path:
+        """Where a trace is read from: relative paths are the platform file's folder's."""
+        return load.path if load.path.is_absolute() else self.base_dir / load.path
+
+    def identity(self) -> str:
+        """A digest of everything the simulation's history depends on: the description and the
+        content of its traces, not where the files are nor their comments. Saved state is
+        replayed only onto a platform with the same identity (see :mod:`.journal`)."""
+        data = self.model_dump(mode="json", exclude={"base_dir"})
+        for load, dumped in zip(self.loads, data["loads"], strict=True):
+            if isinstance(load, TraceLoad):
+                path = self.trace_path(load)
+                try:
+                    dumped["path"] = hashlib.sha256(path.read_bytes()).hexdigest()
+                except OSError as error:
+                    raise AdapterError(f"cannot read trace {path}: {error.strerror}") from error
+        text = json.dumps(data, sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode()).hexdigest()
 
 
 def parse_platform(

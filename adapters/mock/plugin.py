@@ -1,7 +1,16 @@
-"""``[adapter]`` with ``kind = "mock"``: the simulated platform, on the wall clock."""
+"""``[adapter]`` with ``kind = "mock"``: the simulated platform, on the wall clock, kept in the
+daemon's state folder so that it outlives the daemon as a real batch system would.
+
+At start the platform is rebuilt from its journal (:mod:`.journal`): its jobs and reservations
+are back, and its time is where it would be had it kept running while the daemon was down (the
+downtime at the speed-up that was in force then), never earlier than a time it recorded. A
+platform file with a fixed ``start`` sets the time of the very first start only. A changed
+platform file (or trace) is refused with a message saying how to start afresh.
+"""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated, Literal
 
@@ -9,7 +18,9 @@ from pydantic import Field
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.platform import load_platform
+from coorm_bridge.adapters.mock.journal import FILE_NAME, Anchor, Journal
+from coorm_bridge.adapters.mock.limits import SPEEDUP_LIMIT
+from coorm_bridge.adapters.mock.platform import PlatformSpec, load_platform
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin, AdapterSettings
 
 
@@ -19,15 +30,32 @@ class MockSettings(AdapterSettings):
     kind: Literal["mock"] = "mock"
     platform: Path | None = None
     """Platform file; None: the packaged default (three clusters)."""
-    speedup: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    """Simulated seconds per real second."""
+    speedup: Annotated[float, Field(gt=0, allow_inf_nan=False), SPEEDUP_LIMIT] = 1.0
+    """Simulated seconds per real second (see limits.MAX_SPEEDUP for the bound)."""
 
 
 def create(settings: MockSettings, context: AdapterContext) -> MockAdapter:
-    """A fresh simulation starting now (its state lives in memory: the daemon's reconciliation
-    re-creates the placeholders a restart loses)."""
+    """The platform saved in the state folder, resumed now (a new one when there is none)."""
     spec = load_platform(settings.platform)
-    return MockAdapter(spec, WallClock(speedup=settings.speedup, origin=spec.start))
+    return resume(spec, context.state_dir / FILE_NAME, settings.speedup)
+
+
+def resume(spec: PlatformSpec, path: Path, speedup: float) -> MockAdapter:
+    """The platform ``spec`` saved in the journal at ``path``, on a wall clock at ``speedup``
+    that goes on from the saved time; raises AdapterError if the journal is of another
+    platform, in use by another process, or unreadable."""
+    journal = Journal(path)
+    try:
+        journal.check(spec.identity())  # before writing anything to it
+        wall = time.time()
+        resumed = journal.resume_time(wall)
+        now = resumed if resumed is not None else spec.start if spec.start is not None else wall
+        clock = WallClock(speedup=speedup, origin=int(now))
+        journal.set_anchor(Anchor(time=int(now), wall=wall, speedup=speedup))
+        return MockAdapter(spec, clock, journal=journal)
+    except BaseException:
+        journal.close()
+        raise
 
 
 PLUGIN = AdapterPlugin(kind="mock", settings=MockSettings, create=create)

@@ -1,0 +1,287 @@
+"""The simulated platform behind a real daemon outlives it, as a real batch system would: after a
+``kill -9`` and a restart on the same state folder its time has gone on (never back), its
+reservations hold the same hosts over the same times, and the bridge finds its placeholders
+where it left them (nothing to re-create). Bad numbers in its settings stop the daemon with one
+line naming the file and the key.
+
+Each test starts its own daemons and stops only those processes, by PID, whatever happens.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+import requests
+
+from coorm_bridge.core.model import Filter, Request
+from coorm_bridge.core.states import AppState
+from coorm_bridge.launchers.client import BridgeClient, BridgeError
+
+pytestmark = pytest.mark.daemon
+
+TOKEN = "restart-token-0123456789"
+SPEEDUP = 60
+PLATFORM = """
+[[cluster]]
+name = "c1"
+hosts = 8
+[[cluster]]
+name = "c2"
+hosts = 4
+[[load]]
+kind = "synthetic"
+cluster = "c1"
+seed = 7
+count = 200
+mean_interarrival = 300
+mean_runtime = 1200
+max_hosts = 2
+"""
+CONFIG = """
+[bridge]
+socket = "bridge.sock"
+state_dir = "state"
+[bridge.tcp]
+host = "127.0.0.1"
+port = {port}
+[bridge.tokens]
+"{token}" = "alice"
+[policy]
+interval = 0.2
+[placement]
+poll_interval = 0.5
+[adapter]
+kind = "mock"
+platform = "platform.toml"
+speedup = {speedup}
+"""
+SERVE = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Daemon:
+    """``coorm-bridge serve`` over a folder of its own; restartable on the same state."""
+
+    def __init__(self, folder: Path, speedup: object = SPEEDUP) -> None:
+        self.folder = folder
+        self.port = free_port()
+        (folder / "platform.toml").write_text(PLATFORM)
+        self.config = folder / "coorm-bridge.toml"
+        self.config.write_text(CONFIG.format(port=self.port, token=TOKEN, speedup=speedup))
+        self.config.chmod(0o600)
+        self.log = folder / "daemon.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def unix(self) -> str:
+        return f"unix://{self.folder / 'bridge.sock'}"
+
+    def run(self) -> subprocess.CompletedProcess[str]:
+        """Start it and wait for it to exit (for configurations that must be refused)."""
+        return subprocess.run(
+            [sys.executable, "-c", SERVE, "serve", "--config", str(self.config)],
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def start(self) -> Daemon:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", SERVE, "serve", "--config", str(self.config)],
+                cwd=self.folder,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        with BridgeClient(self.unix, timeout=2) as client:
+            while time.monotonic() < deadline:
+                assert self.process.poll() is None, self.log.read_text()
+                try:
+                    client.health()
+                    return self
+                except BridgeError:
+                    time.sleep(0.1)
+        raise AssertionError(f"the daemon did not start:\n{self.log.read_text()}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> int | None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return None if self.process is None else self.process.returncode
+
+    def client(self) -> BridgeClient:
+        return BridgeClient(self.unix, timeout=10)
+
+    def metrics(self) -> dict[str, float]:
+        text = requests.get(f"http://127.0.0.1:{self.port}/metrics", timeout=10).text
+        pairs = (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
+        return {key: float(value) for key, value in pairs}
+
+    def mock_reservations(self) -> dict[tuple[str, str], tuple[int, int, list[str]]]:
+        """What the simulated batch system holds, read from its saved state by its own tool
+        (``python -m coorm_bridge.adapters.mock``), not through the bridge: (cluster, name) ->
+        (start, end, hosts)."""
+        shown = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coorm_bridge.adapters.mock",
+                "state",
+                "--platform",
+                "platform.toml",
+            ],
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        clusters = json.loads(shown.stdout)["clusters"]
+        return {
+            (cluster, r["name"]): (r["start"], r["end"], r["host_names"])
+            for cluster, shot in clusters.items()
+            for r in shot["reservations"]
+        }
+
+
+@pytest.fixture
+def folder():
+    path = Path(tempfile.mkdtemp(prefix="cbm-", dir="/tmp"))  # short: socket paths are limited
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def make_daemon(folder):
+    """Daemons for this test; each one started is stopped at the end, whatever happened."""
+    made: list[Daemon] = []
+
+    def make(**options: object) -> Daemon:
+        made.append(Daemon(folder, **options))
+        return made[-1]
+
+    yield make
+    for daemon in made:
+        daemon.kill(signal.SIGKILL)
+
+
+def wait_for(client: BridgeClient, sid: str, kind: str, timeout: float = 60):
+    deadline = time.monotonic() + timeout
+    after = 0
+    while time.monotonic() < deadline:
+        for event in client.events(sid, after=after, wait=5):
+            after = event.seq
+            if event.type == kind:
+                return event
+    raise AssertionError(f"no {kind} event for {sid}")
+
+
+def test_after_kill_9_the_platform_resumes_with_its_reservations_and_time(make_daemon):
+    daemon = make_daemon().start()
+    with daemon.client() as client:
+        sid = client.subscribe(Filter(clusters=("c1", "c2"))).session
+        client.request(sid, Request(nodes={"c1": 2, "c2": 1}, duration=6 * 3600))
+        start = wait_for(client, sid, "start")
+        events = client.events(sid)
+        before = client.health().time
+    wall_before = time.time()
+    held = daemon.mock_reservations()
+    ours = {key: value for key, value in held.items() if key[1].startswith("coorm-")}
+    told = {(c, a.reservation) for c, a in start.allocations.items()}
+    assert set(ours) == told
+    assert all(name.endswith(f"-{sid}-{cluster}") for cluster, name in told)
+    for (cluster, _), (_, end, hosts) in ours.items():
+        assert sorted(hosts) == sorted(start.allocations[cluster].hosts)  # as the mock says
+        assert end >= start.time + 6 * 3600
+
+    assert daemon.kill(signal.SIGKILL) == -signal.SIGKILL
+    daemon.start()
+    with daemon.client() as client:
+        after = client.health().time
+        wall_after = time.time()
+        # Never back, and on by the time it was down (at 60x; half of it, to allow for the
+        # monotonic and wall clocks drifting apart a little).
+        assert after >= before + int((wall_after - wall_before) * SPEEDUP * 0.5)
+        assert client.session(sid).state is AppState.STARTED
+        assert client.events(sid) == events  # nothing new to tell its launcher
+    assert {k: v for k, v in daemon.mock_reservations().items() if k in ours} == ours
+    figures = daemon.metrics()
+    # The start-up reconciliation ran before the daemon answered: nothing was lost.
+    assert figures.get('coorm_reconciled_total{action="recreated"}', 0) == 0
+    assert figures.get('coorm_reconciled_total{action="orphans"}', 0) == 0
+    assert figures['coorm_placeholders{status="held"}'] == 2
+    assert "calls replayed" in daemon.log.read_text()
+    assert daemon.kill(signal.SIGTERM) == 0
+
+
+def test_a_changed_platform_file_is_refused_until_the_state_is_moved_away(make_daemon):
+    daemon = make_daemon()
+    daemon.start()
+    with daemon.client() as client:
+        client.subscribe()
+    assert daemon.kill(signal.SIGTERM) == 0
+    platform = daemon.folder / "platform.toml"
+    platform.write_text(platform.read_text().replace("hosts = 4", "hosts = 6"))
+    refused = daemon.run()
+    assert refused.returncode == 1
+    lines = refused.stderr.strip().splitlines()
+    assert len(lines) == 1, refused.stderr
+    assert "saved by another simulated platform" in lines[0]
+    saved = daemon.folder / "state" / "mock-platform.sqlite"
+    assert str(saved) in lines[0]
+    saved.rename(saved.with_suffix(".old"))
+    daemon.start()  # afresh, as the message says
+    with daemon.client() as client:
+        assert {c.name: c.hosts for c in client.clusters()} == {"c1": 8, "c2": 6}
+    assert daemon.kill(signal.SIGTERM) == 0
+
+
+@pytest.mark.parametrize(
+    ("speedup", "status", "where"),
+    [
+        ("1e300", 2, "{config}: adapter.mock.speedup: must be at most 10000"),
+        ("inf", 2, "{config}: adapter.mock.speedup: "),
+    ],
+)
+def test_a_speedup_out_of_range_is_one_line_naming_file_and_key(folder, speedup, status, where):
+    daemon = Daemon(folder, speedup=speedup)
+    result = daemon.run()
+    assert result.returncode == status
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert lines[0].startswith("coorm-bridge: ")
+    assert where.format(config=daemon.config) in lines[0]
+
+
+def test_a_platform_time_out_of_range_is_one_line_naming_file_and_key(folder):
+    daemon = Daemon(folder)
+    platform = folder / "platform.toml"
+    platform.write_text("start = 99999999999999\n" + PLATFORM)
+    result = daemon.run()
+    assert result.returncode == 1
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"{platform}: start: must be at most 253402300799 (the end of year 9999" in lines[0]
+    assert not (folder / "state" / "mock-platform.sqlite").exists()
