@@ -139,9 +139,15 @@ class Launcher:
         self.sid = retried(
             lambda: self.client.subscribe(Filter(clusters=clusters)).session, deadline
         )
-        retried(
-            lambda: self.client.request(self.sid, Request(nodes=nodes, duration=duration)), deadline
-        )
+        request = Request(nodes=nodes, duration=duration)
+        try:
+            retried(lambda: self.client.request(self.sid, request), deadline)
+        except BridgeError as error:
+            # The daemon died after storing the request and before answering; by the retry
+            # the session had started on it: the request was taken, as a launcher checks.
+            info = retried(lambda: self.client.session(self.sid), deadline)
+            if error.status != 409 or info.request != request:
+                raise
         for event in self.client.follow(self.sid, wait=5, max_retry=1):
             self.seen.append(event)
             if isinstance(event, StartEvent) and self.start is None:
