@@ -47,6 +47,11 @@ class BridgeCollector(Collector):
                 "Co-allocation attempts that failed and were rolled back.",
             ),
             (
+                "coorm_reconciliations",
+                self.bridge.reconciliations,
+                "Reconciliation passes run (the first one before the daemon serves).",
+            ),
+            (
                 "coorm_session_errors",
                 enactor.session_errors,
                 "Sessions set aside after an unexpected error (each logged once at ERROR).",

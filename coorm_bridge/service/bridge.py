@@ -45,6 +45,8 @@ class Bridge:
         self.runner = PassRunner(config, adapter, store, [c.name for c in self.infos], self._lock)
         self.runner.notify = self._notify
         self.runner.reconciler.lost = self._lost_placeholder
+        self.reconciliations = 0
+        """Reconciliation passes run since the start (the first one before serving)."""
         self.reconciled: Counter[str] = Counter()
         """Repairs made by reconciliation since the start, per action (for metrics)."""
         self.heard: dict[str, int] = {}
@@ -272,6 +274,7 @@ class Bridge:
                 ours[cluster] = [r for r in shot.reservations if r.name.startswith(prefix)]
             done = self.runner.reconciler.reconcile(ours, self.now())
             self.reconciled.update(done)
+            self.reconciliations += 1
         if done:
             log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
             self.runner.trigger()
