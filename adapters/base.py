@@ -14,17 +14,19 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Self
 
 from pydantic import Field, model_validator
 
 from coorm_bridge.core.model import (
+    MAX_TIME,
     ClusterInfo,
     Duration,
     Frozen,
     HostCount,
     Interconnect,
     Name,
+    PositiveCount,
     Time,
 )
 
@@ -89,7 +91,7 @@ class Job(Frozen):
     id: str = Field(min_length=1, max_length=64)
     user: str = ""
     state: JobState
-    hosts: Annotated[int, Field(gt=0, strict=True)]
+    hosts: PositiveCount
     host_names: tuple[Name, ...] = ()
     walltime: Duration
     start: Time | None = None
@@ -99,6 +101,8 @@ class Job(Frozen):
     def _running_has_start(self) -> Self:
         if self.state is JobState.RUNNING and self.start is None:
             raise ValueError("a running job has a start time")
+        if self.start is not None and self.start + self.walltime > MAX_TIME:
+            raise ValueError(f"job {self.id} would end after the year 9999")
         return self
 
     @property
@@ -112,7 +116,7 @@ class Reservation(Frozen):
     name: Name
     start: Time
     end: Time
-    hosts: Annotated[int, Field(gt=0, strict=True)]
+    hosts: PositiveCount
     host_names: tuple[Name, ...] = ()
     users: tuple[Name, ...] = ()
 
@@ -200,7 +204,7 @@ class JobSpec(Frozen):
     name: Name
     user: Name
     argv: tuple[str, ...] = Field(min_length=1)
-    hosts: Annotated[int, Field(gt=0, strict=True)]
+    hosts: PositiveCount
     walltime: Duration
     reservation: Name | None = None
     workdir: str | None = None

@@ -12,7 +12,7 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from coorm_bridge.core.messages import Event, View
-from coorm_bridge.core.model import ClusterInfo, Filter, Frozen, Name, Request, Time
+from coorm_bridge.core.model import MAX_SEQ, ClusterInfo, Filter, Frozen, Name, Request, Time
 from coorm_bridge.core.states import AppState
 
 API_PREFIX = "/v1"
@@ -70,7 +70,7 @@ class SessionInfo(Frozen):
     """The free hosts left to this session, per cluster (None once started or ended)."""
     stale: tuple[Name, ...] = ()
     """Clusters whose batch system does not answer: their part of the view may be out of date."""
-    last_seq: Annotated[int, Field(ge=0)]
+    last_seq: Annotated[int, Field(ge=0, le=MAX_SEQ)]
 
 
 class EventPage(Frozen):

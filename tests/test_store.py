@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from coorm_bridge.core.messages import ChangeEvent, EndedEvent, KilledEvent
-from coorm_bridge.core.model import NAME_PATTERN, Filter, Request
+from coorm_bridge.core.model import MAX_TIME, NAME_PATTERN, Filter, Request
 from coorm_bridge.core.policy import Application, Policy
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, AppState
@@ -90,7 +90,7 @@ requests = st.builds(
     nodes=st.dictionaries(st.sampled_from(CLUSTERS), st.integers(1, 10**5), min_size=1),
     duration=st.integers(1, 10**8),
 )
-times = st.integers(0, 2**40)
+times = st.integers(0, MAX_TIME)
 
 
 @SETTINGS

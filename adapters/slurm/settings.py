@@ -46,7 +46,7 @@ class SlurmSettings(BatchSettings):
     clusters: tuple[SlurmCluster, ...] = Field(min_length=1, alias="cluster")
     ssh: SshSettings | None = None
     rest: RestSettings | None = None
-    timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
+    timeout: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
     """Seconds a command may take before the controller counts as not answering."""
 
     @model_validator(mode="after")

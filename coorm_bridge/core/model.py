@@ -50,10 +50,34 @@ def describe(error: ValidationError) -> str:
     )
 
 
+# Every number that enters (the HTTP API, the configuration, the batch systems' answers, the
+# store) is bounded here, so that the API, the store and the policy share one set of limits and
+# no sum the bridge computes can overflow: times stay below MAX_TIME + MAX_DURATION, far below
+# the 2**62 the profiles use for "forever" (and 2**62 + MAX_DURATION still fits in an int64).
+
+#: The last second of year 9999 (UTC): what ISO 8601 dates, Slurm and ``date`` all print.
+MAX_TIME = 253_402_300_799
+#: Ten years of 365.25 days: longer than any walltime a batch system gives.
+MAX_DURATION = 315_576_000
+#: Hosts (or cores) in one cluster, request or reservation: ten times the largest machines.
+MAX_COUNT = 1_000_000
+#: Memory and scratch per host, in MiB: 2**40 MiB is 1 EiB.
+MAX_MIB = 2**40
+#: Event numbers: exact as a JSON number in every language (doubles), and in SQLite.
+MAX_SEQ = 2**53 - 1
+
 #: Whole Unix seconds; pydantic's strict int refuses NaN, inf and fractional seconds.
-Time = Annotated[int, Field(ge=0, strict=True)]
-Duration = Annotated[int, Field(gt=0, strict=True)]
-HostCount = Annotated[int, Field(ge=0, strict=True)]
+Time = Annotated[int, Field(ge=0, le=MAX_TIME, strict=True)]
+Duration = Annotated[int, Field(gt=0, le=MAX_DURATION, strict=True)]
+HostCount = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
+PositiveCount = Annotated[int, Field(gt=0, le=MAX_COUNT, strict=True)]
+MiB = Annotated[int, Field(ge=0, le=MAX_MIB, strict=True)]
+#: A host's speed relative to a reference host (selectors weigh hosts with it).
+Speed = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+#: A link's latency, in seconds: an hour is already no link at all.
+MAX_LATENCY = 3600.0
+#: A link's bandwidth, in bit/s: 1 Pbit/s.
+MAX_BANDWIDTH = 1e15
 
 
 class Frozen(BaseModel):
@@ -66,19 +90,19 @@ class ClusterInfo(Frozen):
     """CINFO: the static properties of one cluster."""
 
     name: Name
-    hosts: Annotated[int, Field(gt=0, strict=True)]
-    cores_per_host: Annotated[int, Field(gt=0, strict=True)] = 1
-    ram_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
-    scratch_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
-    speed: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    hosts: PositiveCount
+    cores_per_host: PositiveCount = 1
+    ram_per_host_mib: MiB = 0
+    scratch_per_host_mib: MiB = 0
+    speed: Speed = 1.0
 
 
 class Link(Frozen):
     """Latency and bandwidth between two clusters (order does not matter)."""
 
     clusters: tuple[Name, Name]
-    latency_s: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    bandwidth_bps: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    latency_s: Annotated[float, Field(ge=0, le=MAX_LATENCY, allow_inf_nan=False)]
+    bandwidth_bps: Annotated[float, Field(gt=0, le=MAX_BANDWIDTH, allow_inf_nan=False)]
 
 
 class Interconnect(Frozen):
@@ -99,9 +123,9 @@ class Filter(Frozen):
     clusters: tuple[Name, ...] | None = None
     min_hosts: HostCount = 0
     min_cores_per_host: HostCount = 0
-    min_ram_per_host_mib: HostCount = 0
-    min_total_ram_mib: HostCount = 0
-    min_scratch_per_host_mib: HostCount = 0
+    min_ram_per_host_mib: MiB = 0
+    min_total_ram_mib: MiB = 0
+    min_scratch_per_host_mib: MiB = 0
 
     def matches(self, info: ClusterInfo) -> bool:
         return (

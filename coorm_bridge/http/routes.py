@@ -20,7 +20,7 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coorm_bridge.core.messages import CAP
-from coorm_bridge.core.model import ClusterInfo, Interconnect
+from coorm_bridge.core.model import MAX_SEQ, ClusterInfo, Interconnect
 from coorm_bridge.core.model import Request as NodesRequest
 from coorm_bridge.http.errors import Unauthenticated
 from coorm_bridge.http.server import peer_of
@@ -137,7 +137,7 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     bridge: TheBridge,
     session_id: str,
     user: User,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
 ) -> EventPage:
     """Events numbered above ``after``; waits up to ``wait`` seconds for the first one."""

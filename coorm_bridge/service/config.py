@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from coorm_bridge.adapters.registry import AdapterSettings, read_settings
-from coorm_bridge.core.model import Frozen, Name, describe
+from coorm_bridge.core.model import MAX_DURATION, Frozen, Name, describe
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.paths import default_socket, state_dir
 
@@ -84,12 +84,13 @@ class BridgeSettings(Frozen):
 class PlacementSettings(Frozen):
     """``[placement]``: how placeholders are held in the batch systems."""
 
-    horizon: Annotated[int, Field(ge=0, strict=True)] = 300
+    horizon: Annotated[int, Field(ge=0, le=MAX_DURATION, strict=True)] = 300
     """Hold placeholders for applications starting within this many seconds."""
     attempts: Annotated[int, Field(ge=1, le=100, strict=True)] = 5
     """Co-allocation tries (reserve everywhere or roll back) before recomputing later."""
-    poll_interval: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
-    """Seconds between two snapshots of a cluster (backed off while it does not answer)."""
+    poll_interval: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 10.0
+    """Seconds between two snapshots of a cluster (backed off while it does not answer; at
+    most an hour, or a cluster's state is no longer worth the name)."""
 
 
 def _default_adapter() -> AdapterSettings:
