@@ -28,6 +28,7 @@ from coorm_bridge.core.model import (
     Name,
     PositiveCount,
     Time,
+    UserName,
 )
 
 
@@ -118,7 +119,7 @@ class Reservation(Frozen):
     end: Time
     hosts: PositiveCount
     host_names: tuple[Name, ...] = ()
-    users: tuple[Name, ...] = ()
+    users: tuple[UserName, ...] = ()
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -150,7 +151,7 @@ class ReservationSpec(Frozen):
     end: Time
     hosts: HostCount = 0
     host_names: tuple[Name, ...] = ()
-    users: tuple[Name, ...] = Field(min_length=1)
+    users: tuple[UserName, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _sized(self) -> Self:
@@ -202,7 +203,7 @@ class JobSpec(Frozen):
     """A job to submit into a reservation on behalf of ``user``: argument vector, never a shell."""
 
     name: Name
-    user: Name
+    user: UserName
     argv: tuple[str, ...] = Field(min_length=1)
     hosts: PositiveCount
     walltime: Duration

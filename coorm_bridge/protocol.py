@@ -12,7 +12,16 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from coorm_bridge.core.messages import Event, View
-from coorm_bridge.core.model import MAX_SEQ, ClusterInfo, Filter, Frozen, Name, Request, Time
+from coorm_bridge.core.model import (
+    MAX_SEQ,
+    ClusterInfo,
+    Filter,
+    Frozen,
+    Name,
+    Request,
+    Time,
+    UserName,
+)
 from coorm_bridge.core.states import AppState
 
 API_PREFIX = "/v1"
@@ -57,7 +66,7 @@ class SessionInfo(Frozen):
 
     session: Name
     name: str | None
-    owner: Name
+    owner: UserName
     state: AppState
     clusters: tuple[Name, ...]
     request: Request | None

@@ -13,7 +13,7 @@ from typing import Annotated, Self
 from pydantic import Field, model_validator
 
 from coorm_bridge.adapters.registry import AdapterSettings
-from coorm_bridge.core.model import Frozen, Link, MiB, Name, Speed
+from coorm_bridge.core.model import Frozen, Link, MiB, Name, Speed, UserName
 
 
 class BatchCluster(Frozen):
@@ -30,7 +30,7 @@ class SshSettings(Frozen):
 
     host: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")
     port: Annotated[int, Field(ge=1, le=65535, strict=True)] = 22
-    user: Name | None = None
+    user: UserName | None = None
     key_file: Path | None = None
     known_hosts: Path | None = None
     """Host keys to trust besides ~/.ssh/known_hosts; an unknown host key is refused."""

@@ -35,7 +35,7 @@ from typing_extensions import TypedDict
 
 from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.adapters.batch.backend import ErrorKind
-from coorm_bridge.core.model import MAX_DURATION, NAME_PATTERN, describe
+from coorm_bridge.core.model import MAX_DURATION, NAME_PATTERN, USER_NAME_PATTERN, describe
 
 #: The walltime of a job without limit (time_limit null, 0, INFINITE or unset): one year, the
 #: bound Slurm itself gives reservations of infinite duration.
@@ -320,7 +320,7 @@ def _users(text: str) -> tuple[str, ...]:
     """Users allowed in; excluded ones (``-name``) and names no command could carry are left out."""
     if text in _NULL:
         return ()
-    return tuple(u for u in text.split(",") if NAME_PATTERN.fullmatch(u))
+    return tuple(u for u in text.split(",") if USER_NAME_PATTERN.fullmatch(u))
 
 
 def reservation_of(  # noqa: PLR0917 - one argument per field Slurm describes

@@ -41,6 +41,25 @@ def _check_name(value: str) -> str:
 
 Name = Annotated[str, AfterValidator(_check_name)]
 
+#: User names as the system's user database gives them (passwd, LDAP, SSSD, winbind): POSIX
+#: portable names with any case, plus '@' and '.' (``alice@example.org``) and a final '$' (Samba
+#: machine accounts), up to 255 characters (LOGIN_NAME_MAX). They reach batch-system commands
+#: (``users=a,b``), so never a space, '=', ',', ':', '/', quotes or shell syntax; never a leading
+#: '-' (Slurm reads ``users=-x`` as "all but x") nor digits alone (Slurm and OAR read them as uids).
+USER_NAME_PATTERN = re.compile(r"(?=.{1,255}\Z)(?![0-9]+\$?\Z)[A-Za-z0-9_][A-Za-z0-9_.@-]*\$?")
+
+
+def _check_user_name(value: str) -> str:
+    if not USER_NAME_PATTERN.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a usable user name: use up to 255 letters, digits, '_', '.', '@' "
+            "or '-' (and a final '$'), starting with a letter, digit or '_', not digits alone"
+        )
+    return value
+
+
+UserName = Annotated[str, AfterValidator(_check_user_name)]
+
 
 def describe(error: ValidationError) -> str:
     """A validation error as one line of ``key.sub: why`` items, for files users edit by hand."""

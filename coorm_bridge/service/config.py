@@ -24,7 +24,7 @@ from pydantic import (
 )
 
 from coorm_bridge.adapters.registry import AdapterSettings, read_settings
-from coorm_bridge.core.model import MAX_DURATION, Frozen, Name, describe
+from coorm_bridge.core.model import MAX_DURATION, Frozen, Name, UserName, describe
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.paths import default_socket, state_dir
 
@@ -49,9 +49,9 @@ class BridgeSettings(Frozen):
     tcp: TcpListen | None = None
     """TCP listener for remote launchers (identity from bearer tokens); off by default."""
     state_dir: Path | None = None
-    admins: tuple[Name, ...] = ()
+    admins: tuple[UserName, ...] = ()
     """Users who may see and act on every session."""
-    tokens: dict[str, Name] = Field(default_factory=dict)
+    tokens: dict[str, UserName] = Field(default_factory=dict)
     """Bearer token -> user, for TCP. Keep this file private (mode 600)."""
     placeholder_prefix: Name = "coorm-"
     """Reservations whose names start with this are the bridge's own (never foreign load)."""

@@ -1,0 +1,142 @@
+"""Who is who: user names as the system's user database gives them.
+
+The API runs in-process (FastAPI's TestClient, bearer tokens); real uids over the Unix socket of a
+real daemon are in tests/test_daemon_security.py.
+"""
+
+from __future__ import annotations
+
+import pwd
+
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import TypeAdapter, ValidationError
+
+from coorm_bridge.adapters.base import JobSpec, ReservationSpec
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.adapters.mock.clock import WallClock
+from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.adapters.slurm import commands
+from coorm_bridge.core.model import Filter, UserName
+from coorm_bridge.http import routes
+from coorm_bridge.http.app import create_app
+from coorm_bridge.http.errors import Forbidden
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.config import Config, ConfigError, parse_config
+from coorm_bridge.store import Store
+
+PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n'
+#: Bearer tokens of users whose names the old ``Name`` check refused.
+USERS = {
+    "token-at-0123456789abcdef": "alice@example.org",
+    "token-dollar-0123456789abc": "WORKSTATION01$",
+    "token-upper-0123456789abcd": "Alice.Smith",
+    "token-long-0123456789abcde": "u" * 255,
+}
+ALICE = next(iter(USERS))
+USER_NAME = TypeAdapter(UserName)
+
+
+@pytest.fixture
+def bridge(tmp_path):
+    store = Store(tmp_path / "bridge.sqlite")
+    bridge = Bridge(Config(), MockAdapter(parse_platform(PLATFORM), WallClock()), store)
+    yield bridge
+    store.close()
+
+
+@pytest.fixture
+def client(bridge):
+    with TestClient(create_app(bridge, tokens=USERS)) as client:
+        yield client
+
+
+def auth(token):
+    return {"Authorization": f"Bearer {token}"}
+
+
+# -- user names -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        *("alice", "alice@example.org", "WORKSTATION01$", "Alice.Smith", "_svc", "1st-user"),
+        *("uid1234", "a" * 255, "j.doe@ad.example.org", "x-y_z.w@h"),
+    ],
+)
+def test_user_names_the_system_gives_are_accepted(name):
+    assert USER_NAME.validate_python(name) == name
+    spec = ReservationSpec(name="coorm-x", start=10, end=20, hosts=1, users=(name, "bob"))
+    assert commands.create_reservation(commands.Target(), spec)[-1] == f"users={name},bob"
+    assert JobSpec(name="j", user=name, argv=("true",), hosts=1, walltime=60).user == name
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        *("", "-alice", ".alice", "@alice", "a b", "a=b", "a,b", "a:b", "a/b", "a;b", "a`id`"),
+        *("a'b", "a$b", "a$$", "$", "1234", "1234$", "a\n", "a\x00", "DOM\\alice", "a" * 256),
+        "älice",
+    ],
+)
+def test_user_names_that_could_smuggle_anything_are_refused(name):
+    with pytest.raises(ValidationError, match="usable user name"):
+        USER_NAME.validate_python(name)
+    with pytest.raises(ValueError, match="invalid user name"):
+        commands.check_user(name)
+
+
+def test_users_with_such_names_subscribe_and_own_their_sessions(client):
+    sessions = {}
+    for token, user in USERS.items():
+        answer = client.post("/v1/sessions", json={"name": "run"}, headers=auth(token))
+        assert answer.status_code == 201, answer.text
+        sessions[user] = answer.json()["session"]
+    for token, user in USERS.items():
+        mine = client.get("/v1/sessions", headers=auth(token)).json()
+        assert [(s["session"], s["owner"]) for s in mine] == [(sessions[user], user)]
+    other = client.get(f"/v1/sessions/{sessions['alice@example.org']}", headers=auth(ALICE))
+    assert other.status_code == 200
+    foreign = client.get(f"/v1/sessions/{sessions['Alice.Smith']}", headers=auth(ALICE))
+    assert foreign.status_code == 404
+
+
+def test_configured_tokens_and_admins_take_such_names():
+    config = parse_config(
+        '[bridge]\nadmins = ["HOST$", "root@example.org"]\n'
+        '[bridge.tokens]\n"token-at-0123456789abcdef" = "alice@example.org"\n'
+    )
+    assert config.bridge.admins == ("HOST$", "root@example.org")
+    assert config.bridge.tokens == {"token-at-0123456789abcdef": "alice@example.org"}
+    with pytest.raises(ConfigError, match=r"bridge\.tokens\.token-at-0123456789abcdef: .*usable"):
+        parse_config('[bridge.tokens]\n"token-at-0123456789abcdef" = "alice smith"\n')
+
+
+def test_a_uid_without_a_passwd_entry_is_named_by_its_number(bridge):
+    uid = next(uid for uid in range(4_000_000, 4_001_000) if not _known(uid))
+    user = routes.user_of_uid(uid)
+    assert user == f"uid{uid}"
+    assert bridge.subscribe(user, Filter(), None).session
+    assert [row.owner for row in bridge.store.sessions()] == [user]
+
+
+def test_the_users_own_name_is_used_and_an_unusable_one_forbidden(monkeypatch):
+    me = pwd.getpwuid(0)
+    assert routes.user_of_uid(0) == me.pw_name
+    monkeypatch.setattr(
+        routes.pwd, "getpwuid", lambda uid: pwd.struct_passwd(("bad name", *me[1:]))
+    )
+    with pytest.raises(Forbidden, match="bad name"):
+        routes.user_of_uid(0)
+
+
+def _known(uid):
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
+"import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
