@@ -17,6 +17,7 @@ from coorm_bridge.core.model import (
     ClusterInfo,
     Filter,
     Frozen,
+    Label,
     Name,
     Request,
     Time,
@@ -35,7 +36,7 @@ class SubscribeBody(Frozen):
     """``POST /v1/sessions``: which clusters the application wants to see, and a label."""
 
     filter: Filter = Filter()
-    name: Annotated[str, Field(max_length=256)] | None = None
+    name: Label | None = None
 
 
 class Subscribed(Frozen):

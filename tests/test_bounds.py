@@ -272,9 +272,11 @@ NUMBER_KEYS = {
     "min_total_ram_mib": MAX_MIB,
     "min_scratch_per_host_mib": MAX_MIB,
 }
-BAD_NAME = st.text(min_size=257, max_size=300) | ANY_JSON.filter(
-    lambda v: v is not None and not isinstance(v, str)
-)
+BAD_NAME = (
+    st.text(max_size=20).map(lambda s: s + "\x1b[2J")
+    | st.sampled_from(["a\x00b", "\u202eevil", "x\u2066y", "tab\there", "\x7f", "\ud800"])
+    | st.text(min_size=257, max_size=300)
+) | ANY_JSON.filter(lambda v: v is not None and not isinstance(v, str))
 
 
 @st.composite

@@ -1,5 +1,6 @@
-"""Identity against a real ``coorm-bridge serve`` process: real uids whose names the system's
-user database gives with '@' or '$'.
+"""Identity and output against a real ``coorm-bridge serve`` process: real uids whose names the
+system's user database gives with '@' or '$', and ``coorm-bridge status`` printing what users
+wrote without letting it reach the terminal raw.
 
 Each test starts its own daemon and stops only that process, by PID; the users it creates are
 deleted by name at the end.
@@ -8,6 +9,7 @@ deleted by name at the end.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import json
 import os
 import pwd
@@ -22,7 +24,9 @@ from pathlib import Path
 
 import pytest
 
+from coorm_bridge.core.model import Filter
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.store import Store
 
 pytestmark = pytest.mark.daemon
 
@@ -174,3 +178,28 @@ def test_real_users_named_with_at_and_dollar_own_their_sessions(make_daemon, fol
             ]
     with BridgeClient(daemon.unix) as client:  # root is no admin here: it sees neither
         assert client.sessions() == []
+
+
+# -- what status prints ---------------------------------------------------------------------------
+
+
+def test_status_prints_stored_names_escaped(make_daemon, folder):
+    daemon = make_daemon().start()
+    # A name stored by an earlier version, which took any text: written behind the daemon's back.
+    with Store(folder / "state" / "bridge.sqlite") as store:
+        row = store.create_session(
+            getpass.getuser(), "\x1b[2J\x1b]0;pwned\x07\u202eevil", Filter(), ["c1"], 1
+        )
+    result = subprocess.run(
+        [sys.executable, "-c", SERVE, "status"],
+        env={**os.environ, "COORM_BRIDGE_URL": daemon.unix},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+        cwd=folder,
+    )
+    line = next(line for line in result.stdout.splitlines() if line.startswith(row.id))
+    assert "\\x1b[2J\\x1b]0;pwned\\x07\\u202eevil" in line
+    for raw in ("\x1b", "\x07", "\u202e"):
+        assert raw not in result.stdout

@@ -1,4 +1,5 @@
-"""Who is who: user names as the system's user database gives them.
+"""Who is who and what is printed: user names as the system's user database gives them, printable
+session labels, and escaped output.
 
 The API runs in-process (FastAPI's TestClient, bearer tokens); real uids over the Unix socket of a
 real daemon are in tests/test_daemon_security.py.
@@ -6,7 +7,10 @@ real daemon are in tests/test_daemon_security.py.
 
 from __future__ import annotations
 
+import json
 import pwd
+import threading
+from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 from fastapi.testclient import TestClient
@@ -17,7 +21,8 @@ from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import WallClock
 from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.adapters.slurm import commands
-from coorm_bridge.core.model import Filter, UserName
+from coorm_bridge.cli.status import escaped, show_status
+from coorm_bridge.core.model import Filter, Label, UserName
 from coorm_bridge.http import routes
 from coorm_bridge.http.app import create_app
 from coorm_bridge.http.errors import Forbidden
@@ -35,6 +40,7 @@ USERS = {
 }
 ALICE = next(iter(USERS))
 USER_NAME = TypeAdapter(UserName)
+LABEL = TypeAdapter(Label)
 
 
 @pytest.fixture
@@ -139,4 +145,100 @@ def _known(uid):
     return True
 
 
-"import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
+# -- labels ---------------------------------------------------------------------------------------
+
+BAD_LABELS = [
+    "a\x00b",
+    "\x1b[2J\x1b[31mred",
+    "tab\there",
+    "two\nlines",
+    "\x7f",
+    "\x85",
+    "x\u202ey",
+    "\u202aleft",
+    "\u2066isolate\u2069",
+    "\u200bhidden",
+    "line\u2028sep",
+    "\ud800",
+    "\U000e0041tag",
+]
+
+
+@pytest.mark.parametrize("label", BAD_LABELS)
+def test_unprintable_session_names_are_refused_naming_the_field(client, bridge, label):
+    before = bridge.store.sessions()
+    body = json.dumps({"name": label})  # ASCII: a lone surrogate travels as its JSON escape
+    headers = {**auth(ALICE), "Content-Type": "application/json"}
+    answer = client.post("/v1/sessions", content=body, headers=headers)
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"] == "invalid"
+    assert answer.json()["detail"].startswith("body.name: ")
+    assert bridge.store.sessions() == before
+
+
+@pytest.mark.parametrize(
+    "label",
+    [
+        "climate run 3",
+        "Météo — étape 2",
+        "日本語のジョブ",
+        "👩\u200d🔬 lab",
+        "a\u00a0b",
+        "x" * 256,
+        "",
+    ],
+)
+def test_printable_session_names_are_kept(client, label):
+    answer = client.post("/v1/sessions", json={"name": label}, headers=auth(ALICE))
+    assert answer.status_code == 201, answer.text
+    sid = answer.json()["session"]
+    assert client.get(f"/v1/sessions/{sid}", headers=auth(ALICE)).json()["name"] == label
+
+
+def test_labels_are_printable_and_at_most_256_characters():
+    with pytest.raises(ValidationError, match="256"):
+        LABEL.validate_python("x" * 257)
+    with pytest.raises(ValidationError, match=r"character 3 \(U\+202E, Cf\) is not printable"):
+        LABEL.validate_python("ab\u202ecd")
+
+
+# -- what status prints --------------------------------------------------------------------------
+
+
+def test_escaped_keeps_text_and_escapes_what_a_terminal_would_act_on():
+    assert escaped("Météo 日本 a-b_c.d@e$ 👩") == "Météo 日本 a-b_c.d@e$ 👩"
+    assert escaped("\x1b[2J\x07\x00\x9b") == "\\x1b[2J\\x07\\x00\\x9b"
+    assert escaped("a\u202eb\u2066c\u2028d\u200b") == "a\\u202eb\\u2066c\\u2028d\\u200b"
+    assert escaped("\ud800\U000e0041") == "\\ud800\\U000e0041"
+    assert escaped("tab\there\nnewline") == "tab\\x09here\\x0anewline"
+
+
+class _Hostile(BaseHTTPRequestHandler):
+    """Answers every request as a bridge refusing it, with escape sequences in the detail."""
+
+    def do_GET(self):
+        body = json.dumps({"error": "x\x1b[31m", "detail": "\x1b]0;pwned\x07\x1b[2J gone"})
+        self.send_response(403)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body.encode())
+
+    def log_message(self, *args):
+        pass
+
+
+def test_status_escapes_the_errors_it_prints(capsys):
+    server = HTTPServer(("127.0.0.1", 0), _Hostile)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        assert show_status(f"http://127.0.0.1:{server.server_port}", None) == 1
+    finally:
+        server.shutdown()
+        server.server_close()
+    out = capsys.readouterr()
+    assert "\x1b" not in out.err
+    assert "\x07" not in out.err
+    assert "\\x1b]0;pwned\\x07\\x1b[2J gone" in out.err
+    assert "\n" not in out.err.rstrip("\n")

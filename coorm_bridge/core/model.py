@@ -11,6 +11,7 @@ seconds, and integers keep profile breakpoints exact.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Annotated
@@ -59,6 +60,28 @@ def _check_user_name(value: str) -> str:
 
 
 UserName = Annotated[str, AfterValidator(_check_user_name)]
+
+#: What a label may hold besides letters, marks, numbers, punctuation, symbols and spaces: the
+#: joiners that emoji sequences and Indic scripts need. Everything else is refused: control
+#: characters (NUL, escape sequences), bidirectional overrides (U+202A-U+202E, U+2066-U+2069)
+#: and other invisible format characters, line separators, surrogates, unassigned code points.
+_JOINERS = frozenset("\u200c\u200d")
+_PRINTABLE = ("L", "M", "N", "P", "S")
+
+
+def _check_label(value: str) -> str:
+    for position, char in enumerate(value, 1):
+        kind = unicodedata.category(char)
+        if not (kind[0] in _PRINTABLE or kind == "Zs" or char in _JOINERS):
+            raise ValueError(
+                f"character {position} (U+{ord(char):04X}, {kind}) is not printable: "
+                "a label is printable text"
+            )
+    return value
+
+
+#: Free text a user gives to name something (a session): printable, at most 256 characters.
+Label = Annotated[str, Field(max_length=256), AfterValidator(_check_label)]
 
 
 def describe(error: ValidationError) -> str:
