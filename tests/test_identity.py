@@ -1,5 +1,5 @@
 """Who is who and what is printed: user names as the system's user database gives them, printable
-session labels, and escaped output.
+session labels, escaped output, and configuration paths the system would refuse.
 
 The API runs in-process (FastAPI's TestClient, bearer tokens); real uids over the Unix socket of a
 real daemon are in tests/test_daemon_security.py.
@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import pwd
+import subprocess
+import sys
 import threading
 from http.server import BaseHTTPRequestHandler, HTTPServer
 
@@ -27,7 +29,7 @@ from coorm_bridge.http import routes
 from coorm_bridge.http.app import create_app
 from coorm_bridge.http.errors import Forbidden
 from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.config import Config, ConfigError, parse_config
+from coorm_bridge.service.config import Config, ConfigError, load_config, parse_config
 from coorm_bridge.store import Store
 
 PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n'
@@ -242,3 +244,43 @@ def test_status_escapes_the_errors_it_prints(capsys):
     assert "\x07" not in out.err
     assert "\\x1b]0;pwned\\x07\\x1b[2J gone" in out.err
     assert "\n" not in out.err.rstrip("\n")
+
+
+# -- paths the system refuses ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "why"),
+    [
+        ('[bridge]\nsocket = "run/a\\u0000b.sock"\n', "bridge.socket", "NUL"),
+        ('[bridge]\nstate_dir = "/var/lib/\\u0000"\n', "bridge.state_dir", "NUL"),
+        (f'[bridge]\nstate_dir = "/var/{"x" * 256}"\n', "bridge.state_dir", "255 bytes"),
+        (f'[bridge]\nstate_dir = "/{"x/" * 2100}"\n', "bridge.state_dir", "4095 bytes"),
+        ('[adapter]\nkind = "mock"\nplatform = "p\\u0000.toml"\n', "adapter.platform", "NUL"),
+    ],
+)
+def test_serve_refuses_a_path_the_system_refuses_in_one_line(tmp_path, text, key, why):
+    config = tmp_path / "bad.toml"
+    config.write_text(text)
+    result = subprocess.run(
+        [sys.executable, "-c", SERVE, "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=tmp_path,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    (line,) = result.stderr.splitlines()
+    assert line.startswith(f"coorm-bridge: {config}: {key}: ")
+    assert why in line
+    assert "\x00" not in line
+    assert "Traceback" not in result.stderr
+
+
+SERVE = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
+
+
+def test_a_configuration_file_name_the_system_refuses_is_a_configuration_error():
+    with pytest.raises(ConfigError, match="null byte"):
+        load_config("/etc/coorm\x00bridge.toml")

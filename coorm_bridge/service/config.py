@@ -8,9 +8,10 @@ adapter, where to listen, who may connect over TCP, and the policy's parameters.
 
 from __future__ import annotations
 
+import os
 import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Self, TypeVar
 
@@ -30,6 +31,9 @@ from coorm_bridge.paths import default_socket, state_dir
 
 #: Tokens grant a user's rights over TCP: short ones are guessable.
 MIN_TOKEN_LENGTH = 16
+#: Linux's limits on a path and on one of its parts, in bytes (PATH_MAX counts the final NUL).
+PATH_MAX = 4096
+NAME_MAX = 255
 
 
 class ConfigError(Exception):
@@ -127,6 +131,9 @@ def parse_config(text: str, source: str = "<config>", base_dir: Path | None = No
         config = Config.model_validate({**data, "source": source})
     except ValidationError as error:
         raise ConfigError(f"{source}: {describe(error)}") from error
+    problems = list(_unusable_paths(config, ()))
+    if problems:
+        raise ConfigError(f"{source}: {'; '.join(problems)}")
     return _resolved(config, base_dir) if base_dir is not None else config
 
 
@@ -143,6 +150,8 @@ def load_config(path: str | Path | None = None) -> Config:
         mode = path.stat().st_mode
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the configuration: {error.strerror}") from error
+    except ValueError as error:  # a NUL byte, text that is not UTF-8
+        raise ConfigError(f"{str(path)!r}: cannot read the configuration: {error}") from error
     config = parse_config(text, source=str(path), base_dir=path.resolve().parent)
     if config.bridge.tokens and mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ConfigError(
@@ -150,6 +159,43 @@ def load_config(path: str | Path | None = None) -> Config:
             f"make it private (chmod 600 {path})"
         )
     return config
+
+
+def _unusable_paths(model: BaseModel, where: tuple[str, ...]) -> Iterator[str]:
+    """``key: why`` for every path of every table (the adapter's included) that the system
+    would refuse: found now, not as a traceback when the daemon first uses it."""
+    for name, field in type(model).model_fields.items():
+        yield from _unusable(getattr(model, name), (*where, field.alias or name))
+
+
+def _unusable(value: object, where: tuple[str, ...]) -> Iterator[str]:
+    if isinstance(value, Path):
+        why = path_refusal(value)
+        if why is not None:
+            yield f"{'.'.join(where)}: {str(value)!r} {why}"
+    elif isinstance(value, BaseModel):
+        yield from _unusable_paths(value, where)
+    elif isinstance(value, tuple | list):
+        for index, item in enumerate(value):
+            yield from _unusable(item, (*where, str(index)))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _unusable(item, (*where, str(key)))
+
+
+def path_refusal(path: Path) -> str | None:
+    """Why the system would refuse ``path`` whatever the files (None: it would not)."""
+    try:
+        raw = os.fsencode(path)
+    except UnicodeError:
+        return "cannot be encoded for the file system"
+    if b"\0" in raw:
+        return "holds a NUL byte, which no path can hold"
+    if len(raw) >= PATH_MAX:
+        return f"is longer than the {PATH_MAX - 1} bytes a path may have"
+    if any(len(part) > NAME_MAX for part in raw.split(b"/")):
+        return f"has a part longer than the {NAME_MAX} bytes a file name may have"
+    return None
 
 
 def _resolved(config: Config, base: Path) -> Config:
