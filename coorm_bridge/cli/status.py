@@ -20,11 +20,11 @@ from coorm_bridge.protocol import Health, SessionInfo
 SHOWN_STEPS = 4
 
 
-def show_status(url: str | None, token: str | None) -> int:
+def show_status(url: str | None, token: str | None, ca: str | None = None) -> int:
     """Print clusters, their availability and the caller's sessions; 1 if the bridge is
     unreachable or refuses, with the reason."""
     try:
-        with BridgeClient(url, token=token) as client:
+        with BridgeClient(url, token=token, verify=ca) as client:
             health = client.health()
             infos = client.clusters()
             caps = {cap.cluster: cap for cap in client.availability()}

@@ -8,7 +8,9 @@ adapter, where to listen, who may connect over TCP, and the policy's parameters.
 
 from __future__ import annotations
 
+import ipaddress
 import os
+import ssl
 import stat
 import tomllib
 from collections.abc import Iterator, Mapping
@@ -20,6 +22,7 @@ from pydantic import (
     Field,
     SerializeAsAny,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -41,8 +44,46 @@ class ConfigError(Exception):
 
 
 class TcpListen(Frozen):
-    host: str = "127.0.0.1"
+    """``[bridge.tcp]``: remote launchers, over TLS unless only this host can connect."""
+
     port: Annotated[int, Field(ge=1, le=65535, strict=True)] = 8642
+    certificate: Path | None = None
+    """PEM certificate the daemon presents (its chain after it): TCP is then TLS."""
+    key: Path | None = None
+    """PEM private key of the certificate; it must not be readable by every user."""
+    insecure_plaintext: bool = False
+    """Allow plain TCP on an address other hosts reach: bearer tokens then cross the network in
+    clear, for anyone on the path to copy. Only for a network the site trusts entirely."""
+    host: str = "127.0.0.1"
+    """Address to listen on; only a loopback address may go without TLS (or the above)."""
+
+    @model_validator(mode="after")
+    def _key_with_certificate(self) -> Self:
+        if (self.certificate is None) != (self.key is None):
+            raise ValueError("give certificate and key together (TLS), or neither")
+        return self
+
+    @field_validator("host")
+    @classmethod
+    def _plaintext_stays_local(cls, host: str, info: ValidationInfo) -> str:
+        tls = info.data.get("certificate") is not None or info.data.get("key") is not None
+        if not (tls or info.data.get("insecure_plaintext") or is_loopback(host)):
+            raise ValueError(
+                f"plain TCP on {host!r} would send bearer tokens in clear over the network: "
+                "give bridge.tcp.certificate and bridge.tcp.key to serve TLS, listen on "
+                "127.0.0.1, or set bridge.tcp.insecure_plaintext = true if you must"
+            )
+        return host
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only: a loopback address or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class BridgeSettings(Frozen):
@@ -158,7 +199,27 @@ def load_config(path: str | Path | None = None) -> Config:
             f"{path}: bridge.tokens: the file is readable by other users; "
             f"make it private (chmod 600 {path})"
         )
+    tcp = config.bridge.tcp
+    if tcp is not None and tcp.certificate is not None and tcp.key is not None:
+        problem = tls_problem(tcp.certificate, tcp.key)
+        if problem is not None:
+            raise ConfigError(f"{path}: {problem}")
     return config
+
+
+def tls_problem(certificate: Path, key: Path) -> str | None:
+    """``key: why`` when the certificate and key cannot serve TLS (unreadable, not PEM, not a
+    pair) or the key is readable by every user; None when they can."""
+    try:
+        if key.stat().st_mode & stat.S_IROTH:
+            return f"bridge.tcp.key: {key} is readable by every user; chmod o-r {key}"
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(certificate, key)
+    except ssl.SSLError as error:
+        return f"bridge.tcp.certificate: {certificate} and its key do not load: {error.reason}"
+    except OSError as error:
+        which = "key" if error.filename == str(key) else "certificate"
+        return f"bridge.tcp.{which}: cannot read {error.filename or certificate}: {error.strerror}"
+    return None
 
 
 def _unusable_paths(model: BaseModel, where: tuple[str, ...]) -> Iterator[str]:
