@@ -14,18 +14,21 @@ from __future__ import annotations
 import time
 from abc import ABC, abstractmethod
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Self
 
 from pydantic import Field, model_validator
 
 from coorm_bridge.core.model import (
+    MAX_TIME,
     ClusterInfo,
     Duration,
     Frozen,
     HostCount,
     Interconnect,
     Name,
+    PositiveCount,
     Time,
+    UserName,
 )
 
 
@@ -94,7 +97,7 @@ class Job(Frozen):
     id: str = Field(min_length=1, max_length=64)
     user: str = ""
     state: JobState
-    hosts: Annotated[int, Field(gt=0, strict=True)]
+    hosts: PositiveCount
     host_names: tuple[Name, ...] = ()
     walltime: Duration
     start: Time | None = None
@@ -104,6 +107,8 @@ class Job(Frozen):
     def _running_has_start(self) -> Self:
         if self.state is JobState.RUNNING and self.start is None:
             raise ValueError("a running job has a start time")
+        if self.start is not None and self.start + self.walltime > MAX_TIME:
+            raise ValueError(f"job {self.id} would end after the year 9999")
         return self
 
     @property
@@ -117,9 +122,9 @@ class Reservation(Frozen):
     name: Name
     start: Time
     end: Time
-    hosts: Annotated[int, Field(gt=0, strict=True)]
+    hosts: PositiveCount
     host_names: tuple[Name, ...] = ()
-    users: tuple[Name, ...] = ()
+    users: tuple[UserName, ...] = ()
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
@@ -151,7 +156,7 @@ class ReservationSpec(Frozen):
     end: Time
     hosts: HostCount = 0
     host_names: tuple[Name, ...] = ()
-    users: tuple[Name, ...] = Field(min_length=1)
+    users: tuple[UserName, ...] = Field(min_length=1)
 
     @model_validator(mode="after")
     def _sized(self) -> Self:
@@ -203,9 +208,9 @@ class JobSpec(Frozen):
     """A job to submit into a reservation on behalf of ``user``: argument vector, never a shell."""
 
     name: Name
-    user: Name
+    user: UserName
     argv: tuple[str, ...] = Field(min_length=1)
-    hosts: Annotated[int, Field(gt=0, strict=True)]
+    hosts: PositiveCount
     walltime: Duration
     reservation: Name | None = None
     workdir: str | None = None

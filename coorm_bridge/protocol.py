@@ -12,7 +12,17 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from coorm_bridge.core.messages import Event, View
-from coorm_bridge.core.model import ClusterInfo, Filter, Frozen, Name, Request, Time
+from coorm_bridge.core.model import (
+    MAX_SEQ,
+    ClusterInfo,
+    Filter,
+    Frozen,
+    Label,
+    Name,
+    Request,
+    Time,
+    UserName,
+)
 from coorm_bridge.core.states import AppState
 
 API_PREFIX = "/v1"
@@ -26,7 +36,7 @@ class SubscribeBody(Frozen):
     """``POST /v1/sessions``: which clusters the application wants to see, and a label."""
 
     filter: Filter = Filter()
-    name: Annotated[str, Field(max_length=256)] | None = None
+    name: Label | None = None
 
 
 class Subscribed(Frozen):
@@ -57,7 +67,7 @@ class SessionInfo(Frozen):
 
     session: Name
     name: str | None
-    owner: Name
+    owner: UserName
     state: AppState
     clusters: tuple[Name, ...]
     request: Request | None
@@ -70,7 +80,7 @@ class SessionInfo(Frozen):
     """The free hosts left to this session, per cluster (None once started or ended)."""
     stale: tuple[Name, ...] = ()
     """Clusters whose batch system does not answer: their part of the view may be out of date."""
-    last_seq: Annotated[int, Field(ge=0)]
+    last_seq: Annotated[int, Field(ge=0, le=MAX_SEQ)]
 
 
 class EventPage(Frozen):

@@ -3,11 +3,16 @@
 Every answer is parsed with the models of :mod:`coorm_bridge.protocol`, the same ones the daemon
 serialises with, so a launcher gets typed values and a mismatch shows up as a clear
 :class:`BridgeError` rather than a pydantic traceback deep inside the launcher.
+
+Over ``https://`` the daemon's certificate is always verified: against ``verify=`` (a PEM file
+of the CA that signed it, or the certificate itself when self-signed) when given, else as
+requests does, against ``$REQUESTS_CA_BUNDLE`` when set, else the system's CAs (certifi).
 """
 
 from __future__ import annotations
 
 import os
+import ssl
 import time
 from collections.abc import Callable, Iterator, Mapping
 from types import TracebackType
@@ -76,6 +81,13 @@ class BridgeUnreachable(BridgeError):
         super().__init__(0, "unreachable", detail)
 
 
+class UntrustedBridge(BridgeError):
+    """The daemon's TLS certificate is not one this client trusts: retrying cannot help."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(0, "untrusted_certificate", detail)
+
+
 def base_url(url: str) -> str:
     """The URL requests should use: Unix sockets become ``http+unix://<percent-encoded path>``.
 
@@ -131,7 +143,10 @@ class BridgeClient:
         token: str | None = None,
         timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
+        verify: str | os.PathLike[str] | None = None,
     ) -> None:
+        """``verify``: over https, the PEM file to verify the daemon's certificate against
+        (default: ``$REQUESTS_CA_BUNDLE``, else the system's CAs); verification cannot be off."""
         self.url = url if url is not None else self.default_url()
         self.timeout = timeout
         self._base = base_url(self.url)
@@ -143,6 +158,8 @@ class BridgeClient:
             self._http.trust_env = False
         if token is not None:
             self._http.auth = _Bearer(token)
+        if verify is not None:
+            self._http.verify = os.fspath(verify)
 
     @classmethod
     def default_url(cls) -> str:
@@ -289,6 +306,15 @@ class BridgeClient:
                 params=params,
                 timeout=self.timeout if timeout is None else timeout,
             )
+        except requests.exceptions.SSLError as error:
+            untrusted = _verification_failure(error)
+            if untrusted is None:  # a handshake cut short (a daemon stopping): worth retrying
+                raise BridgeUnreachable(f"no TLS answer from {self.url}: {error}") from error
+            raise UntrustedBridge(
+                f"the bridge at {self.url} presented a certificate this client does not trust "
+                f"({untrusted.verify_message}): give verify= (--ca FILE to coorm-bridge status, "
+                "or $REQUESTS_CA_BUNDLE) the CA that signed it"
+            ) from error
         except (requests.ConnectionError, requests.Timeout) as error:
             raise BridgeUnreachable(f"no answer from the bridge at {self.url}: {error}") from error
         except requests.RequestException as error:
@@ -304,6 +330,23 @@ class BridgeClient:
                 f"{method} {path}: the bridge's answer does not match the protocol "
                 f"(client and daemon versions differ?): {describe(error)}",
             ) from None
+
+
+def _verification_failure(error: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate verification failure under what requests raised (urllib3 wraps it in
+    several layers: arguments, causes, ``reason``), if that is what it was."""
+    seen: set[int] = set()
+    pending: list[object] = [error]
+    while pending:
+        found = pending.pop()
+        if not isinstance(found, BaseException) or id(found) in seen:
+            continue
+        if isinstance(found, ssl.SSLCertVerificationError):
+            return found
+        seen.add(id(found))
+        pending.extend((*found.args, found.__cause__, found.__context__))
+        pending.append(getattr(found, "reason", None))
+    return None
 
 
 def _path(session: str, *rest: str) -> str:
@@ -326,4 +369,4 @@ def _refusal(answer: requests.Response) -> BridgeError:
     return BridgeError(answer.status_code, body.error, body.detail)
 
 
-__all__ = ["BridgeClient", "BridgeError", "BridgeUnreachable", "base_url"]
+__all__ = ["BridgeClient", "BridgeError", "BridgeUnreachable", "UntrustedBridge", "base_url"]

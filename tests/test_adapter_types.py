@@ -64,7 +64,7 @@ def test_reservation_must_end_after_it_starts():
         ({"end": 5}, "end after it starts"),
         ({"host_names": ("a", "b"), "hosts": 3}, "agreeing"),
         ({"users": ()}, "at least 1"),
-        ({"users": ("-rf",)}, "not a valid name"),
+        ({"users": ("-rf",)}, "not a usable user name"),
         ({"name": "bad name; rm"}, "not a valid name"),
     ],
 )

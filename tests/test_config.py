@@ -84,6 +84,58 @@ def test_errors_name_the_file_and_the_key(tmp_path, text, where):
     assert where in str(caught.value)
 
 
+@pytest.mark.parametrize("host", ["0.0.0.0", "::", "", "192.0.2.7", "bridge.example.org"])
+def test_plain_tcp_beyond_this_host_is_refused_naming_the_keys(host):
+    text = f'[bridge.tcp]\nhost = "{host}"\n[bridge.tokens]\n"{TOKEN}" = "alice"\n'
+    with pytest.raises(ConfigError) as caught:
+        parse_config(text, source="site.toml")
+    message = str(caught.value)
+    assert message.startswith("site.toml: bridge.tcp.host: ")
+    assert "in clear" in message
+    assert "bridge.tcp.certificate" in message
+    assert "bridge.tcp.insecure_plaintext" in message
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "127.0.0.53", "::1", "localhost"])
+def test_plain_tcp_on_loopback_is_allowed(host):
+    text = f'[bridge.tcp]\nhost = "{host}"\n[bridge.tokens]\n"{TOKEN}" = "alice"\n'
+    assert parse_config(text).bridge.tcp.host == host
+
+
+def test_plain_tcp_elsewhere_needs_the_admin_to_say_so():
+    text = (
+        f'[bridge.tcp]\nhost = "0.0.0.0"\ninsecure_plaintext = true\n'
+        f'[bridge.tokens]\n"{TOKEN}" = "alice"\n'
+    )
+    assert parse_config(text).bridge.tcp.insecure_plaintext
+
+
+def test_tls_needs_both_certificate_and_key():
+    text = f'[bridge.tcp]\ncertificate = "c.pem"\n[bridge.tokens]\n"{TOKEN}" = "alice"\n'
+    with pytest.raises(ConfigError, match=r"bridge.tcp: .*certificate and key together"):
+        parse_config(text, source="site.toml")
+
+
+def test_the_examples_tcp_block_uncommented_is_tls_on_every_address():
+    text = (ROOT / "etc" / "coorm-bridge.toml").read_text()
+    start = text.index("# [bridge.tcp]")
+    block = text[start : text.index("\n\n", start)]
+    uncommented = text.replace(block, block.replace("# ", ""))
+    config = parse_config(uncommented, source="example")
+    tcp = config.bridge.tcp
+    assert (tcp.host, tcp.certificate, tcp.key) == (
+        "0.0.0.0",
+        Path("/etc/coorm-bridge/tls/bridge.crt"),
+        Path("/etc/coorm-bridge/tls/bridge.key"),
+    )
+    assert not tcp.insecure_plaintext
+    plain = uncommented.replace('certificate = "', '# certificate = "').replace(
+        'key = "', '# key = "'
+    )
+    with pytest.raises(ConfigError, match=r"bridge\.tcp\.host"):
+        parse_config(plain)
+
+
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(ConfigError, match="cannot read the configuration"):
         load_config(tmp_path / "nope.toml")

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from coorm_bridge.core.messages import ChangeEvent, EndedEvent, KilledEvent
-from coorm_bridge.core.model import NAME_PATTERN, Filter, Request
+from coorm_bridge.core.model import MAX_TIME, NAME_PATTERN, USER_NAME_PATTERN, Filter, Request
 from coorm_bridge.core.policy import Application, Policy
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, AppState
@@ -90,12 +90,12 @@ requests = st.builds(
     nodes=st.dictionaries(st.sampled_from(CLUSTERS), st.integers(1, 10**5), min_size=1),
     duration=st.integers(1, 10**8),
 )
-times = st.integers(0, 2**40)
+times = st.integers(0, MAX_TIME)
 
 
 @SETTINGS
 @given(
-    owner=st.from_regex(NAME_PATTERN, fullmatch=True),
+    owner=st.from_regex(NAME_PATTERN, fullmatch=True).filter(USER_NAME_PATTERN.fullmatch),
     name=st.none() | st.text(max_size=256),
     filter=filters,
     request=requests,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from coorm_bridge.adapters.base import ClusterSnapshot, Job, JobState
 from coorm_bridge.adapters.load import foreign_load
+from coorm_bridge.core.model import MAX_TIME
 from coorm_bridge.core.profile import Profile
 
 
@@ -34,8 +35,10 @@ def estimate_starts(snapshot: ClusterSnapshot) -> ClusterSnapshot:
     for i in missing:
         job = jobs[i]
         start = free.earliest_fit(job.hosts, job.walltime, now)
-        if start is None:
-            continue  # larger than the cluster's available nodes: it will not start
+        if start is None or start > MAX_TIME - job.walltime:
+            # Larger than the cluster's available nodes, or behind so long a queue that it would
+            # end after the year 9999 (no valid time): it will not start.
+            continue
         free = free.add(-job.hosts, start, start + job.walltime)
         jobs[i] = job.model_copy(update={"start": start})
     return snapshot.model_copy(update={"jobs": tuple(jobs)})

@@ -13,16 +13,16 @@ from typing import Annotated, Self
 from pydantic import Field, model_validator
 
 from coorm_bridge.adapters.registry import AdapterSettings
-from coorm_bridge.core.model import Frozen, Link, Name
+from coorm_bridge.core.model import Frozen, Link, MiB, Name, Speed, UserName
 
 
 class BatchCluster(Frozen):
     """``[[adapter.cluster]]``: one cluster as launchers see it."""
 
     name: Name
-    speed: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    speed: Speed = 1.0
     """Relative host speed, for selectors (batch systems do not know it)."""
-    scratch_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
+    scratch_per_host_mib: MiB = 0
 
 
 class SshSettings(Frozen):
@@ -30,11 +30,11 @@ class SshSettings(Frozen):
 
     host: str = Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9][A-Za-z0-9.:-]*$")
     port: Annotated[int, Field(ge=1, le=65535, strict=True)] = 22
-    user: Name | None = None
+    user: UserName | None = None
     key_file: Path | None = None
     known_hosts: Path | None = None
     """Host keys to trust besides ~/.ssh/known_hosts; an unknown host key is refused."""
-    connect_timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
+    connect_timeout: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 10.0
 
 
 class BatchSettings(AdapterSettings):

@@ -37,6 +37,7 @@ def load_jobs(
     arrival order; raises AdapterError when a trace cannot be read."""
     cluster = spec.cluster(load.cluster)
     jobs: Iterable[ReplayJob]
+    skipped = 0
     if isinstance(load, TraceLoad):
         path = spec.trace_path(load)
         try:
@@ -45,14 +46,16 @@ def load_jobs(
             raise AdapterError(f"cannot read trace {path}: {error.strerror}") from error
         except ValueError as error:
             raise AdapterError(f"cannot use trace {path}: {error}") from error
-        jobs = replay_jobs(
+        replay = replay_jobs(
             trace,
             procs_per_host=load.procs_per_host,
             time_scale=load.time_scale,
             offset=start + load.offset,
             max_hosts=cluster.hosts,
             too_large=load.too_large,
-        )[: load.max_jobs]
+        )
+        jobs = replay[: load.max_jobs]
+        skipped = replay.report.out_of_range
     else:
         generated = synthetic_jobs(
             load.seed,
@@ -63,7 +66,7 @@ def load_jobs(
         )
         jobs = [job.model_copy(update={"submit": job.submit + start}) for job in generated]
     kept: list[LoadJob] = []
-    out_of_range = 0
+    out_of_range = skipped
     for job in sorted(jobs, key=lambda j: j.submit):
         if job.submit > MAX_TIME or job.walltime > MAX_DURATION:
             out_of_range += 1

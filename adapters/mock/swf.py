@@ -21,7 +21,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.core.model import Frozen, Name, Time
+from coorm_bridge.core.model import MAX_DURATION, MAX_TIME, Frozen, Name, Time
 
 _GZIP_MAGIC = b"\x1f\x8b"
 #: ``; Key: value``; a key indented further is the continuation of the previous value instead.
@@ -189,6 +189,7 @@ class ReplayReport(Frozen):
     no_processors: int = 0
     too_large: int = 0  # dropped with too_large="drop"
     clamped: int = 0  # kept, but shrunk to max_hosts with too_large="clamp"
+    out_of_range: int = 0  # arriving after year 9999, or running longer than ten years
 
     @property
     def dropped(self) -> int:
@@ -261,11 +262,15 @@ def replay_jobs(
         runtime = max(1, round(job.run_time * time_scale))
         requested = round(job.requested_time * time_scale)
         request_covers_run = job.requested_time >= job.run_time  # False when unknown (-1)
+        submit = offset + round(job.submit_time * time_scale)
+        if submit > MAX_TIME or max(runtime, requested) > MAX_DURATION:
+            counts["out_of_range"] += 1  # no time the bridge could state
+            continue
         kept.append(
             ReplayJob(
                 id=str(job.job_number),
                 user=str(job.user_id) if job.user_id >= 0 else "unknown",
-                submit=offset + round(job.submit_time * time_scale),
+                submit=submit,
                 hosts=hosts,
                 runtime=runtime,
                 walltime=max(runtime, requested) if request_covers_run else runtime,

@@ -1,10 +1,12 @@
 """Argument vectors for Slurm's commands: built here, run by a runner, parsed by :mod:`.parse`.
 
 Every builder returns a tuple of arguments, never a shell string, and validates every name that
-reaches a command (reservations, users, partitions, clusters, hosts, jobs) with the data model's
-:data:`~coorm_bridge.core.model.NAME_PATTERN`, so that no argument can smuggle a space, ``=``,
-``,`` or a shell metacharacter into scontrol's ``key=value`` tokens (or into a command line an
-SSH runner joins). Invalid input raises :class:`ValueError`.
+reaches a command (reservations, partitions, clusters, hosts, jobs) with the data model's
+:data:`~coorm_bridge.core.model.NAME_PATTERN`, and users with its
+:data:`~coorm_bridge.core.model.USER_NAME_PATTERN` (which adds '@' and a final '$'), so that no
+argument can smuggle a space, ``=``, ``,`` or a shell metacharacter into scontrol's
+``key=value`` tokens (or into a command line an SSH runner joins, which quotes every word).
+Invalid input raises :class:`ValueError`.
 
 Times: scontrol reads and prints times in the local time zone of the process that runs it. The
 runner must run every command with :data:`ENV` (``TZ=UTC``) added to its environment; times are
@@ -23,7 +25,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from coorm_bridge.adapters.base import JobSpec, ReservationSpec
-from coorm_bridge.core.model import NAME_PATTERN
+from coorm_bridge.core.model import NAME_PATTERN, USER_NAME_PATTERN
 
 #: The environment every command must run with (see the module's docstring).
 ENV: Final[dict[str, str]] = {"TZ": "UTC"}
@@ -46,6 +48,16 @@ def check_name(value: str, what: str) -> str:
         raise ValueError(
             f"invalid {what} {value!r}: use 1 to 63 letters, digits, '-', '_' or '.', "
             "starting with a letter or digit"
+        )
+    return value
+
+
+def check_user(value: str) -> str:
+    """``value`` when it is a usable user name (USER_NAME_PATTERN), else ValueError."""
+    if not isinstance(value, str) or not USER_NAME_PATTERN.fullmatch(value):
+        raise ValueError(
+            f"invalid user name {value!r}: up to 255 letters, digits, '_', '.', '@' or '-' and "
+            "a final '$', starting with a letter, digit or '_', not digits alone"
         )
     return value
 
@@ -135,7 +147,7 @@ def _reservation_tokens(spec: ReservationSpec) -> tuple[str, ...]:
         size = f"nodecnt={spec.hosts}"
     if not spec.users:
         raise ValueError(f"reservation {spec.name!r} needs at least one user")
-    users = ",".join(check_name(u, "user name") for u in spec.users)
+    users = ",".join(check_user(u) for u in spec.users)
     return (f"starttime={start}", f"endtime={end}", size, f"users={users}")
 
 

@@ -35,7 +35,7 @@ from typing_extensions import TypedDict
 
 from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.adapters.batch.backend import ErrorKind
-from coorm_bridge.core.model import NAME_PATTERN, describe
+from coorm_bridge.core.model import MAX_DURATION, NAME_PATTERN, USER_NAME_PATTERN, describe
 
 #: The walltime of a job without limit (time_limit null, 0, INFINITE or unset): one year, the
 #: bound Slurm itself gives reservations of infinite duration.
@@ -217,12 +217,20 @@ def _job(row: _JobRow, now: int) -> Job | None:
             state=state,
             hosts=count if count is not None and 0 < count < _NO_VAL else 1,
             host_names=_hosts(row.get("nodes"), f"job {job_id}"),
-            walltime=minutes * 60 if minutes and minutes < _NO_VAL else UNLIMITED_WALLTIME,
+            walltime=_walltime(minutes),
             start=start,
             reservation=_safe_name(resv) if isinstance(resv, str) and resv else None,
         )
     except ValueError as error:
         raise ValueError(f"squeue --json: job {job_id}: {_why(error)}") from error
+
+
+def _walltime(minutes: int | None) -> int:
+    """Seconds of a time_limit; a limit above :data:`MAX_DURATION` (Slurm allows thousands of
+    years) holds the hosts as long as the bridge can count, not longer."""
+    if not minutes or minutes >= _NO_VAL:
+        return UNLIMITED_WALLTIME
+    return min(minutes * 60, MAX_DURATION)
 
 
 # --- nodes ---------------------------------------------------------------------------------------
@@ -312,7 +320,7 @@ def _users(text: str) -> tuple[str, ...]:
     """Users allowed in; excluded ones (``-name``) and names no command could carry are left out."""
     if text in _NULL:
         return ()
-    return tuple(u for u in text.split(",") if NAME_PATTERN.fullmatch(u))
+    return tuple(u for u in text.split(",") if USER_NAME_PATTERN.fullmatch(u))
 
 
 def reservation_of(  # noqa: PLR0917 - one argument per field Slurm describes

@@ -12,7 +12,7 @@ from typing import Annotated, Literal, Self
 from pydantic import Field, model_validator
 
 from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings, SshSettings
-from coorm_bridge.core.model import Frozen, Name
+from coorm_bridge.core.model import Frozen, Name, UserName
 
 
 class SlurmCluster(BatchCluster):
@@ -30,7 +30,7 @@ class RestSettings(Frozen):
     """``[adapter.rest]``: slurmrestd, on a Unix socket (``unix:///path``) or TCP with a JWT."""
 
     url: str = Field(pattern=r"^(unix://|https?://)")
-    user: Name | None = None
+    user: UserName | None = None
     """Sent as X-SLURM-USER-NAME with the token (JWT over TCP)."""
     token_file: Path | None = None
     """A file holding the JWT (``scontrol token``); needed over TCP."""
@@ -46,7 +46,7 @@ class SlurmSettings(BatchSettings):
     clusters: tuple[SlurmCluster, ...] = Field(min_length=1, alias="cluster")
     ssh: SshSettings | None = None
     rest: RestSettings | None = None
-    timeout: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 30.0
+    timeout: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
     """Seconds a command may take before the controller counts as not answering."""
 
     @model_validator(mode="after")

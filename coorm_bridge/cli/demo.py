@@ -42,12 +42,14 @@ kind = "mock"
 """
 
 
-def run_demo(url: str | None, token: str | None, *, start_daemon: bool = False) -> int:
+def run_demo(
+    url: str | None, token: str | None, *, start_daemon: bool = False, ca: str | None = None
+) -> int:
     try:
         if start_daemon:
             with private_daemon() as private:
                 return _demo(BridgeClient(private))
-        return _demo(BridgeClient(url, token=token))
+        return _demo(BridgeClient(url, token=token, verify=ca))
     except (BridgeError, DemoError) as error:
         print(f"coorm-bridge demo: {error}", file=sys.stderr)
         return 1

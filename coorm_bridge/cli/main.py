@@ -44,11 +44,18 @@ def build_parser() -> argparse.ArgumentParser:
         sub.add_argument(
             "--url",
             default=None,
-            help="the bridge: unix:///path or http://host:port (default: $COORM_BRIDGE_URL, "
+            help="the bridge: unix:///path or https://host:port (default: $COORM_BRIDGE_URL, "
             "else your own daemon's socket)",
         )
         sub.add_argument(
             "--token", default=os.environ.get("COORM_BRIDGE_TOKEN"), help="bearer token for TCP"
+        )
+        sub.add_argument(
+            "--ca",
+            default=None,
+            metavar="FILE",
+            help="PEM file to verify an https bridge's certificate against (default: "
+            "$REQUESTS_CA_BUNDLE, else the system's CAs)",
         )
         if name == "demo":
             sub.add_argument(
@@ -65,9 +72,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return serve_command(args.config, args.log_level)
     if args.command == "status":
-        return show_status(args.url, args.token)
+        return show_status(args.url, args.token, args.ca)
     if args.command == "demo":
-        return run_demo(args.url, args.token, start_daemon=args.start_daemon)
+        return run_demo(args.url, args.token, start_daemon=args.start_daemon, ca=args.ca)
     parser.print_help()
     return 0
 

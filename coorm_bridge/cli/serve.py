@@ -11,8 +11,8 @@ from pathlib import Path
 from coorm_bridge import __version__
 from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.http.app import create_app
-from coorm_bridge.http.server import ServerError, serve
-from coorm_bridge.service.config import Config, ConfigError, load_config
+from coorm_bridge.http.server import ServerError, TlsFiles, serve
+from coorm_bridge.service.config import Config, ConfigError, TcpListen, load_config
 from coorm_bridge.service.wiring import build
 from coorm_bridge.store import StoreError
 
@@ -64,11 +64,18 @@ def run(config: Config, on_ready: Callable[[list[str]], None] | None = None) -> 
             create_app(service.bridge),
             unix_path=Path(config.bridge.socket_path),
             tcp=None if listen is None else (listen.host, listen.port),
+            tls=_tls_files(listen),
             socket_mode=_socket_mode(config),
             on_ready=on_ready,
         )
     finally:
         service.close()
+
+
+def _tls_files(listen: TcpListen | None) -> TlsFiles | None:
+    if listen is None or listen.certificate is None or listen.key is None:
+        return None
+    return TlsFiles(certificate=listen.certificate, key=listen.key)
 
 
 def _socket_mode(config: Config) -> int:

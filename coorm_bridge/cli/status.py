@@ -1,9 +1,15 @@
-"""``coorm-bridge status``: the bridge as a site admin or a user wants to glance at it."""
+"""``coorm-bridge status``: the bridge as a site admin or a user wants to glance at it.
+
+What it prints comes from the bridge (session names, user names, error details) or from a proxy
+pretending to be one: every such text is escaped (:func:`escaped`) so that no control character,
+escape sequence or bidirectional override reaches the terminal.
+"""
 
 from __future__ import annotations
 
 import sys
 import time
+import unicodedata
 from collections.abc import Sequence
 
 from coorm_bridge.core.messages import CAP
@@ -14,20 +20,20 @@ from coorm_bridge.protocol import Health, SessionInfo
 SHOWN_STEPS = 4
 
 
-def show_status(url: str | None, token: str | None) -> int:
+def show_status(url: str | None, token: str | None, ca: str | None = None) -> int:
     """Print clusters, their availability and the caller's sessions; 1 if the bridge is
     unreachable or refuses, with the reason."""
     try:
-        with BridgeClient(url, token=token) as client:
+        with BridgeClient(url, token=token, verify=ca) as client:
             health = client.health()
             infos = client.clusters()
             caps = {cap.cluster: cap for cap in client.availability()}
             sessions = client.sessions()
             where = client.url
     except BridgeError as error:
-        print(f"coorm-bridge status: {error}", file=sys.stderr)
+        print(f"coorm-bridge status: {escaped(str(error))}", file=sys.stderr)
         return 1
-    print(f"coorm-bridge at {where}: {health.status}, time {_clock(health.time)}")
+    print(f"coorm-bridge at {escaped(where)}: {health.status}, time {_clock(health.time)}")
     rows = [
         (
             info.name,
@@ -81,6 +87,24 @@ def _clock(t: int | None) -> str:
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(str(x)) for x in column) for column in zip(header, *rows, strict=True)]
-    for line in (header, *rows):
-        print("  ".join(str(x).ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
+    cells = [[escaped(str(x)) for x in line] for line in (header, *rows)]
+    widths = [max(len(x) for x in column) for column in zip(*cells, strict=True)]
+    for line in cells:
+        print("  ".join(x.ljust(w) for x, w in zip(line, widths, strict=True)).rstrip())
+
+
+def escaped(text: str) -> str:
+    """``text`` with every character a terminal would act on, or that hides what follows, as a
+    Python escape (``\\x1b``, ``\\u202e``): controls, format and separator characters other
+    than the plain space, surrogates, unassigned code points. The rest is left as it is."""
+    return "".join(_escape(char) for char in text)
+
+
+def _escape(char: str) -> str:
+    kind = unicodedata.category(char)
+    if kind[0] in "LMNPS" or char == " ":
+        return char
+    code = ord(char)
+    if code < 0x100:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code < 0x10000 else f"\\U{code:08x}"

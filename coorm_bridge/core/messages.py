@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
-from coorm_bridge.core.model import ClusterInfo, Frozen, HostCount, Link, Name, Time
+from coorm_bridge.core.model import MAX_SEQ, ClusterInfo, Frozen, HostCount, Link, Name, Time
 from coorm_bridge.core.states import AppState
 
 MAX_REASON = 1000
@@ -115,7 +115,7 @@ def reason(text: str) -> str:
 
 
 class EventBase(Frozen):
-    seq: Annotated[int, Field(ge=1, strict=True)]
+    seq: Annotated[int, Field(ge=1, le=MAX_SEQ, strict=True)]
     time: Time
 
 

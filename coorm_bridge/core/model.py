@@ -11,6 +11,7 @@ seconds, and integers keep profile breakpoints exact.
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Annotated
@@ -42,6 +43,47 @@ def _check_name(value: str) -> str:
 
 Name = Annotated[str, AfterValidator(_check_name)]
 
+#: User names as the system's user database gives them (passwd, LDAP, SSSD, winbind): POSIX
+#: portable names with any case, plus '@' and '.' (``alice@example.org``) and a final '$' (Samba
+#: machine accounts), up to 255 characters (LOGIN_NAME_MAX). They reach batch-system commands
+#: (``users=a,b``), so never a space, '=', ',', ':', '/', quotes or shell syntax; never a leading
+#: '-' (Slurm reads ``users=-x`` as "all but x") nor digits alone (Slurm and OAR read them as uids).
+USER_NAME_PATTERN = re.compile(r"(?=.{1,255}\Z)(?![0-9]+\$?\Z)[A-Za-z0-9_][A-Za-z0-9_.@-]*\$?")
+
+
+def _check_user_name(value: str) -> str:
+    if not USER_NAME_PATTERN.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not a usable user name: use up to 255 letters, digits, '_', '.', '@' "
+            "or '-' (and a final '$'), starting with a letter, digit or '_', not digits alone"
+        )
+    return value
+
+
+UserName = Annotated[str, AfterValidator(_check_user_name)]
+
+#: What a label may hold besides letters, marks, numbers, punctuation, symbols and spaces: the
+#: joiners that emoji sequences and Indic scripts need. Everything else is refused: control
+#: characters (NUL, escape sequences), bidirectional overrides (U+202A-U+202E, U+2066-U+2069)
+#: and other invisible format characters, line separators, surrogates, unassigned code points.
+_JOINERS = frozenset("\u200c\u200d")
+_PRINTABLE = ("L", "M", "N", "P", "S")
+
+
+def _check_label(value: str) -> str:
+    for position, char in enumerate(value, 1):
+        kind = unicodedata.category(char)
+        if not (kind[0] in _PRINTABLE or kind == "Zs" or char in _JOINERS):
+            raise ValueError(
+                f"character {position} (U+{ord(char):04X}, {kind}) is not printable: "
+                "a label is printable text"
+            )
+    return value
+
+
+#: Free text a user gives to name something (a session): printable, at most 256 characters.
+Label = Annotated[str, Field(max_length=256), AfterValidator(_check_label)]
+
 
 def describe(error: ValidationError) -> str:
     """A validation error as one line of ``key.sub: why`` items, for files users edit by hand."""
@@ -51,10 +93,34 @@ def describe(error: ValidationError) -> str:
     )
 
 
+# Every number that enters (the HTTP API, the configuration, the batch systems' answers, the
+# store) is bounded here, so that the API, the store and the policy share one set of limits and
+# no sum the bridge computes can overflow: times stay below MAX_TIME + MAX_DURATION, far below
+# the 2**62 the profiles use for "forever" (and 2**62 + MAX_DURATION still fits in an int64).
+
+#: The last second of year 9999 (UTC): what ISO 8601 dates, Slurm and ``date`` all print.
+MAX_TIME = 253_402_300_799
+#: Ten years of 365.25 days: longer than any walltime a batch system gives.
+MAX_DURATION = 315_576_000
+#: Hosts (or cores) in one cluster, request or reservation: ten times the largest machines.
+MAX_COUNT = 1_000_000
+#: Memory and scratch per host, in MiB: 2**40 MiB is 1 EiB.
+MAX_MIB = 2**40
+#: Event numbers: exact as a JSON number in every language (doubles), and in SQLite.
+MAX_SEQ = 2**53 - 1
+
 #: Whole Unix seconds; pydantic's strict int refuses NaN, inf and fractional seconds.
-Time = Annotated[int, Field(ge=0, strict=True)]
-Duration = Annotated[int, Field(gt=0, strict=True)]
-HostCount = Annotated[int, Field(ge=0, strict=True)]
+Time = Annotated[int, Field(ge=0, le=MAX_TIME, strict=True)]
+Duration = Annotated[int, Field(gt=0, le=MAX_DURATION, strict=True)]
+HostCount = Annotated[int, Field(ge=0, le=MAX_COUNT, strict=True)]
+PositiveCount = Annotated[int, Field(gt=0, le=MAX_COUNT, strict=True)]
+MiB = Annotated[int, Field(ge=0, le=MAX_MIB, strict=True)]
+#: A host's speed relative to a reference host (selectors weigh hosts with it).
+Speed = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+#: A link's latency, in seconds: an hour is already no link at all.
+MAX_LATENCY = 3600.0
+#: A link's bandwidth, in bit/s: 1 Pbit/s.
+MAX_BANDWIDTH = 1e15
 
 
 class Frozen(BaseModel):
@@ -67,19 +133,19 @@ class ClusterInfo(Frozen):
     """CINFO: the static properties of one cluster."""
 
     name: Name
-    hosts: Annotated[int, Field(gt=0, strict=True)]
-    cores_per_host: Annotated[int, Field(gt=0, strict=True)] = 1
-    ram_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
-    scratch_per_host_mib: Annotated[int, Field(ge=0, strict=True)] = 0
-    speed: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
+    hosts: PositiveCount
+    cores_per_host: PositiveCount = 1
+    ram_per_host_mib: MiB = 0
+    scratch_per_host_mib: MiB = 0
+    speed: Speed = 1.0
 
 
 class Link(Frozen):
     """Latency and bandwidth between two clusters (order does not matter)."""
 
     clusters: tuple[Name, Name]
-    latency_s: Annotated[float, Field(ge=0, allow_inf_nan=False)]
-    bandwidth_bps: Annotated[float, Field(gt=0, allow_inf_nan=False)]
+    latency_s: Annotated[float, Field(ge=0, le=MAX_LATENCY, allow_inf_nan=False)]
+    bandwidth_bps: Annotated[float, Field(gt=0, le=MAX_BANDWIDTH, allow_inf_nan=False)]
 
 
 class Interconnect(Frozen):
@@ -100,9 +166,9 @@ class Filter(Frozen):
     clusters: tuple[Name, ...] | None = None
     min_hosts: HostCount = 0
     min_cores_per_host: HostCount = 0
-    min_ram_per_host_mib: HostCount = 0
-    min_total_ram_mib: HostCount = 0
-    min_scratch_per_host_mib: HostCount = 0
+    min_ram_per_host_mib: MiB = 0
+    min_total_ram_mib: MiB = 0
+    min_scratch_per_host_mib: MiB = 0
 
     def matches(self, info: ClusterInfo) -> bool:
         return (

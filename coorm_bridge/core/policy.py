@@ -16,18 +16,23 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.core.model import Frozen, Name, Request, Time
+from coorm_bridge.core.model import MAX_TIME, Frozen, Name, Request, Time
 from coorm_bridge.core.profile import Profile, earliest_common_start
 from coorm_bridge.core.states import HOLDING, PLACED, AppState, check, transition
+
+#: A policy pass at least once an hour: a request is answered after about two intervals.
+MAX_INTERVAL = 3600.0
+#: A ghost holds hosts at most a day: a longer one would only keep them idle.
+MAX_FAIR_START = 86_400
 
 
 class PolicyConfig(Frozen):
     """``[policy]`` in the configuration."""
 
-    interval: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 1.0
-    """Re-policy interval: a pass runs at most once per this many seconds."""
-    fair_start: Annotated[int, Field(ge=0, strict=True)] = 30
-    """Seconds a finished application's hosts stay held (its ghost)."""
+    interval: Annotated[float, Field(gt=0, le=MAX_INTERVAL, allow_inf_nan=False)] = 1.0
+    """Re-policy interval: a pass runs at most once per this many seconds (at most an hour)."""
+    fair_start: Annotated[int, Field(ge=0, le=MAX_FAIR_START, strict=True)] = 30
+    """Seconds a finished application's hosts stay held (its ghost; at most a day)."""
 
 
 class Application(Frozen):
@@ -263,6 +268,10 @@ class Policy:
         demands = zip(inputs, request.nodes.values(), strict=True)
         after = max(now, entry.not_before)
         start = earliest_common_start(demands, request.duration, after) if inputs else None
+        if start is not None and start > MAX_TIME - request.duration:
+            # Behind a queue of long requests a start can pass year 9999: no time the bridge
+            # could state, store or give a batch system. Such a request never fits.
+            start = None
         entry.inputs, entry.reserved, entry.start = inputs, _reserve(inputs, request, start), start
         return 1
 

@@ -21,7 +21,7 @@ from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coorm_bridge import __version__
-from coorm_bridge.http.errors import Unauthenticated, error_response, status_of
+from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response, status_of
 from coorm_bridge.http.metrics import BridgeCollector
 from coorm_bridge.http.routes import metrics_router, router
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
@@ -151,6 +151,7 @@ def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastA
     app.include_router(metrics_router)
     app.add_exception_handler(SessionError, _refused)  # type: ignore[arg-type]
     app.add_exception_handler(Unauthenticated, _refused)  # type: ignore[arg-type]
+    app.add_exception_handler(Forbidden, _refused)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _bug)
@@ -158,7 +159,9 @@ def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastA
     return app
 
 
-async def _refused(request: Request, error: SessionError | Unauthenticated) -> JSONResponse:
+async def _refused(
+    request: Request, error: SessionError | Unauthenticated | Forbidden
+) -> JSONResponse:
     status, code = status_of(error)
     return _error(status, code, str(error))
 

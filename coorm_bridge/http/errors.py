@@ -15,6 +15,10 @@ class Unauthenticated(Exception):
     """No usable identity: no peer credentials and no (known) bearer token."""
 
 
+class Forbidden(Exception):
+    """A known caller who may not use the bridge (a user name no batch system could be given)."""
+
+
 #: Status and code of each refusal; a subclass without its own row takes its parent's.
 STATUSES: dict[type[Exception], tuple[int, str]] = {
     Invalid: (422, "invalid"),
@@ -23,6 +27,7 @@ STATUSES: dict[type[Exception], tuple[int, str]] = {
     OverLimit: (403, "over_limit"),
     SessionError: (400, "bad_request"),
     Unauthenticated: (401, "unauthenticated"),
+    Forbidden: (403, "forbidden"),
 }
 
 

@@ -20,9 +20,9 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coorm_bridge.core.messages import CAP
-from coorm_bridge.core.model import ClusterInfo, Interconnect
+from coorm_bridge.core.model import MAX_SEQ, USER_NAME_PATTERN, ClusterInfo, Interconnect
 from coorm_bridge.core.model import Request as NodesRequest
-from coorm_bridge.http.errors import Unauthenticated
+from coorm_bridge.http.errors import Forbidden, Unauthenticated
 from coorm_bridge.http.server import peer_of
 from coorm_bridge.protocol import (
     MAX_WAIT,
@@ -38,7 +38,7 @@ from coorm_bridge.protocol import (
 from coorm_bridge.service.bridge import Bridge
 
 ERRORS: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody} for status in (400, 401, 404, 409, 413, 422)
+    status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 413, 422)
 }
 
 router = APIRouter(responses=ERRORS)
@@ -46,10 +46,18 @@ metrics_router = APIRouter()
 
 
 def user_of_uid(uid: int) -> str:
+    """The uid's name in the user database (``uid1234`` when it has none); :class:`Forbidden`
+    when that name could not be given to a batch system (see ``UserName``)."""
     try:
-        return pwd.getpwuid(uid).pw_name
+        name = pwd.getpwuid(uid).pw_name
     except KeyError:
         return f"uid{uid}"
+    if not USER_NAME_PATTERN.fullmatch(name):
+        raise Forbidden(
+            f"the user name of uid {uid}, {name!r}, cannot be given to the batch systems: "
+            "ask the site to use a bearer token mapped to a usable name"
+        )
+    return name
 
 
 def caller(request: Request) -> str:
@@ -143,7 +151,7 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     bridge: TheBridge,
     session_id: str,
     user: User,
-    after: Annotated[int, Query(ge=0)] = 0,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
 ) -> EventPage:
     """Events numbered above ``after``; waits up to ``wait`` seconds for the first one."""

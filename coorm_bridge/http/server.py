@@ -2,6 +2,10 @@
 and given to one uvicorn ``Server`` (one loop, one lifespan, one graceful stop). On the Unix socket
 the peer's ``SO_PEERCRED`` is read once per connection and put in the scope of its requests: the
 app reads it with ``peer_of(request.scope)``; TCP requests carry none (the app checks tokens).
+
+TCP may be TLS: uvicorn's own SSL context (its ``ssl_certfile``/``ssl_keyfile``), on the TCP
+socket only. uvicorn would give it to every socket; the Unix socket stays plain, its identity being
+the peer's uid.
 """
 
 from __future__ import annotations
@@ -13,8 +17,10 @@ import os
 import resource
 import signal
 import socket
+import ssl
 import stat
 import struct
+import sys
 import threading
 from collections.abc import Callable, Generator, Mapping
 from contextlib import suppress
@@ -24,6 +30,7 @@ from typing import Any
 
 import uvicorn
 from starlette.types import ASGIApp, Receive, Scope, Send
+from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 PEER_SCOPE_KEY = "coorm.peer"
@@ -35,7 +42,19 @@ KEEP_ALIVE = 75  # seconds: long-polling launchers reuse their connection betwee
 SHUTDOWN_TIMEOUT = 10  # seconds for running requests (long polls) to finish at a stop
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
+#: What TLS clients may negotiate: TLS 1.2 or later, forward-secret AEAD suites for TLS 1.2
+#: (TLS 1.3 suites are all fine). uvicorn's default cipher string would also allow CBC suites.
+TLS_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:!aNULL"
+
 OnReady = Callable[[list[str]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """The PEM certificate (its chain after it) and private key the TCP listener presents."""
+
+    certificate: Path
+    key: Path
 
 
 class ServerError(Exception):
@@ -117,7 +136,7 @@ def _bind_unix(path: Path, mode: int, server: _Server) -> None:
     server.addresses.append(f"unix://{path}")
 
 
-def _bind_tcp(host: str, port: int, server: _Server) -> None:
+def _bind_tcp(host: str, port: int, server: _Server, scheme: str = "http") -> None:
     try:
         found = socket.getaddrinfo(host or None, port, 0, socket.SOCK_STREAM, 0, socket.AI_PASSIVE)
         family, kind, proto, _, address = found[0]
@@ -130,7 +149,7 @@ def _bind_tcp(host: str, port: int, server: _Server) -> None:
         raise ServerError(f"cannot listen on TCP {host}:{port}: {reason}") from exc
     shown, bound = sock.getsockname()[:2]
     shown = f"[{shown}]" if family == socket.AF_INET6 else shown
-    server.addresses.append(f"http://{shown}:{bound}")
+    server.addresses.append(f"{scheme}://{shown}:{bound}")
 
 
 class _Server(uvicorn.Server):
@@ -163,9 +182,31 @@ class _Server(uvicorn.Server):
             self.release()
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        await super().startup(sockets)
-        if self.started:
-            self.on_ready(list(self.addresses))
+        """uvicorn's startup for pre-bound sockets, except that its SSL context goes to TCP
+        sockets only (uvicorn gives it to all of them)."""
+        await self.lifespan.startup()
+        if self.lifespan.should_exit:
+            sys.exit(STARTUP_FAILURE)
+        config, loop = self.config, asyncio.get_running_loop()
+
+        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+                _loop=_loop,
+            )
+
+        self.servers = []
+        for sock in sockets or self.sockets:
+            tls = None if sock.family == socket.AF_UNIX else config.ssl
+            self.servers.append(
+                await loop.create_server(
+                    create_protocol, sock=sock, ssl=tls, backlog=config.backlog
+                )
+            )
+        self.started = True
+        self.on_ready(list(self.addresses))
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -188,24 +229,59 @@ def serve(
     *,
     unix_path: Path,
     tcp: tuple[str, int] | None = None,
+    tls: TlsFiles | None = None,
     socket_mode: int = DEFAULT_SOCKET_MODE,
     on_ready: OnReady | None = None,
     log_level: str = "warning",
     access_log: bool = False,
 ) -> None:
     """Serve ``app`` until SIGTERM or SIGINT, then stop gracefully, remove the socket and return.
-    ``on_ready`` gets the addresses (``unix:///path``, ``http://host:port`` with the real port)
-    once all listen. Raises ServerError if a listener cannot be set up or the app fails to start."""
+    ``tls``: serve TCP over TLS with these files. ``on_ready`` gets the addresses
+    (``unix:///path``, ``http[s]://host:port`` with the real port) once all listen. Raises
+    ServerError if a listener cannot be set up or the app fails to start."""
     server = BackgroundServer(
         app,
         unix_path=unix_path,
         tcp=tcp,
+        tls=tls,
         socket_mode=socket_mode,
         on_ready=on_ready,
         log_level=log_level,
         access_log=access_log,
     )
     server._bind().run_listening()  # in this thread, with signal handlers if it is the main one
+
+
+def _tls_options(tls: TlsFiles | None) -> dict[str, Any]:
+    """uvicorn's settings for its SSL context: our files, our ciphers, TLS 1.2 at least."""
+    if tls is None:
+        return {}
+
+    def at_least_tls_1_2(
+        config: uvicorn.Config, default: Callable[[], ssl.SSLContext]
+    ) -> ssl.SSLContext:
+        context = default()
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        return context
+
+    return {
+        "ssl_certfile": str(tls.certificate),
+        "ssl_keyfile": str(tls.key),
+        "ssl_ciphers": TLS_CIPHERS,
+        "ssl_context_factory": at_least_tls_1_2,
+    }
+
+
+def _load(config: uvicorn.Config, tls: TlsFiles | None) -> None:
+    """Load uvicorn's configuration now, so that unusable TLS files are a ServerError before
+    anything listens (uvicorn would load it in its thread and raise there)."""
+    try:
+        config.load()
+    except OSError as error:  # ssl.SSLError included
+        ssl_reason = error.reason if isinstance(error, ssl.SSLError) else None
+        reason = ssl_reason or error.strerror or str(error)
+        files = "" if tls is None else f" with {tls.certificate} and {tls.key}"
+        raise ServerError(f"cannot serve TLS{files}: {reason}") from error
 
 
 class BackgroundServer:
@@ -218,12 +294,14 @@ class BackgroundServer:
         *,
         unix_path: Path,
         tcp: tuple[str, int] | None = None,
+        tls: TlsFiles | None = None,
         socket_mode: int = DEFAULT_SOCKET_MODE,
         on_ready: OnReady | None = None,
         log_level: str = "warning",
         access_log: bool = False,
     ) -> None:
         self.app, self.unix_path, self.tcp, self.socket_mode = app, unix_path, tcp, socket_mode
+        self.tls = tls
         self.on_ready, self.log_level, self.access_log = on_ready, log_level, access_log
         self.addresses: list[str] = []
         self._ready = threading.Event()
@@ -248,12 +326,14 @@ class BackgroundServer:
             backlog=BACKLOG,
             timeout_keep_alive=KEEP_ALIVE,
             timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
+            **_tls_options(self.tls),
         )
+        _load(config, self.tls)
         server = _Server(config, self._now_ready)
         try:
             _bind_unix(Path(os.path.abspath(self.unix_path)), self.socket_mode, server)
             if self.tcp is not None:
-                _bind_tcp(*self.tcp, server)
+                _bind_tcp(*self.tcp, server, "http" if self.tls is None else "https")
         except BaseException:
             server.release()
             raise

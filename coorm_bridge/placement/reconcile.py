@@ -75,15 +75,18 @@ class Reconciler:
             if placeholder.status is REQUESTED:
                 return self._adopt(placeholder, present)
             return self._verify(placeholder, present, now)
-        if placeholder.status is REQUESTED or placeholder.end <= now:
+        if placeholder.status is REQUESTED or placeholder.end <= now or not self._owner(sid):
             self.store.delete_placeholder(sid, cluster)
             return "dropped"
         return self._recreate(placeholder, now)
 
+    def _owner(self, session_id: str) -> str | None:
+        session = self.store.session(session_id)
+        return None if session is None else session.owner
+
     def _spec(self, placeholder: PlaceholderRow, now: int) -> ReservationSpec:
         """The placeholder as the store has it: on the very hosts the launcher was told."""
-        session = self.store.session(placeholder.session_id)
-        owner = session.owner if session is not None else placeholder.session_id
+        owner = self._owner(placeholder.session_id) or "root"  # a row outlives no session
         return ReservationSpec(
             name=placeholder.name,
             start=max(placeholder.start, now),

@@ -8,9 +8,12 @@ adapter, where to listen, who may connect over TCP, and the policy's parameters.
 
 from __future__ import annotations
 
+import ipaddress
+import os
+import ssl
 import stat
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Self, TypeVar
 
@@ -19,12 +22,13 @@ from pydantic import (
     Field,
     SerializeAsAny,
     ValidationError,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
 
 from coorm_bridge.adapters.registry import AdapterSettings, read_settings
-from coorm_bridge.core.model import Frozen, Name, Request, describe
+from coorm_bridge.core.model import MAX_DURATION, Frozen, Name, Request, UserName, describe
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.paths import default_socket, state_dir
 from coorm_bridge.service.errors import OverLimit
@@ -34,6 +38,9 @@ from coorm_bridge.service.errors import OverLimit
 MAX_PREFIX = 24
 #: Tokens grant a user's rights over TCP: short ones are guessable.
 MIN_TOKEN_LENGTH = 16
+#: Linux's limits on a path and on one of its parts, in bytes (PATH_MAX counts the final NUL).
+PATH_MAX = 4096
+NAME_MAX = 255
 
 
 class ConfigError(Exception):
@@ -41,8 +48,46 @@ class ConfigError(Exception):
 
 
 class TcpListen(Frozen):
-    host: str = "127.0.0.1"
+    """``[bridge.tcp]``: remote launchers, over TLS unless only this host can connect."""
+
     port: Annotated[int, Field(ge=1, le=65535, strict=True)] = 8642
+    certificate: Path | None = None
+    """PEM certificate the daemon presents (its chain after it): TCP is then TLS."""
+    key: Path | None = None
+    """PEM private key of the certificate; it must not be readable by every user."""
+    insecure_plaintext: bool = False
+    """Allow plain TCP on an address other hosts reach: bearer tokens then cross the network in
+    clear, for anyone on the path to copy. Only for a network the site trusts entirely."""
+    host: str = "127.0.0.1"
+    """Address to listen on; only a loopback address may go without TLS (or the above)."""
+
+    @model_validator(mode="after")
+    def _key_with_certificate(self) -> Self:
+        if (self.certificate is None) != (self.key is None):
+            raise ValueError("give certificate and key together (TLS), or neither")
+        return self
+
+    @field_validator("host")
+    @classmethod
+    def _plaintext_stays_local(cls, host: str, info: ValidationInfo) -> str:
+        tls = info.data.get("certificate") is not None or info.data.get("key") is not None
+        if not (tls or info.data.get("insecure_plaintext") or is_loopback(host)):
+            raise ValueError(
+                f"plain TCP on {host!r} would send bearer tokens in clear over the network: "
+                "give bridge.tcp.certificate and bridge.tcp.key to serve TLS, listen on "
+                "127.0.0.1, or set bridge.tcp.insecure_plaintext = true if you must"
+            )
+        return host
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only: a loopback address or ``localhost``."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class BridgeSettings(Frozen):
@@ -53,9 +98,9 @@ class BridgeSettings(Frozen):
     tcp: TcpListen | None = None
     """TCP listener for remote launchers (identity from bearer tokens); off by default."""
     state_dir: Path | None = None
-    admins: tuple[Name, ...] = ()
+    admins: tuple[UserName, ...] = ()
     """Users who may see and act on every session."""
-    tokens: dict[str, Name] = Field(default_factory=dict)
+    tokens: dict[str, UserName] = Field(default_factory=dict)
     """Bearer token -> user, for TCP. Keep this file private (mode 600)."""
     session_timeout: Annotated[int, Field(ge=10, le=366 * 24 * 3600, strict=True)] | None = None
     """Withdraw a waiting session whose launcher was not heard from for this many seconds (a
@@ -92,7 +137,7 @@ class BridgeSettings(Frozen):
 class PlacementSettings(Frozen):
     """``[placement]``: how placeholders are held in the batch systems."""
 
-    horizon: Annotated[int, Field(ge=0, strict=True)] = 300
+    horizon: Annotated[int, Field(ge=0, le=MAX_DURATION, strict=True)] = 300
     """Hold placeholders for applications starting within this many seconds."""
     hold_first: Annotated[int, Field(ge=0, le=1000, strict=True)] = 1
     """The first this many waiting applications hold placeholders at their estimated start
@@ -100,8 +145,9 @@ class PlacementSettings(Frozen):
     submitted after them can never delay them; 0 holds only within the horizon."""
     attempts: Annotated[int, Field(ge=1, le=100, strict=True)] = 5
     """Co-allocation tries (reserve everywhere or roll back) before recomputing later."""
-    poll_interval: Annotated[float, Field(gt=0, allow_inf_nan=False)] = 10.0
-    """Seconds between two snapshots of a cluster (backed off while it does not answer)."""
+    poll_interval: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 10.0
+    """Seconds between two snapshots of a cluster (backed off while it does not answer; at
+    most an hour, or a cluster's state is no longer worth the name)."""
 
 
 Bound = Annotated[int, Field(ge=1, le=10**9, strict=True)]
@@ -121,7 +167,7 @@ class Limits(Frozen):
 class LimitSettings(Limits):
     """``[limits]``: the same for every user, and ``[limits.user.NAME]`` tables for some."""
 
-    user: dict[Name, Limits] = Field(default_factory=dict)
+    user: dict[UserName, Limits] = Field(default_factory=dict)
 
     def of(self, user: str) -> tuple[Limits, str]:
         """The limits of ``user``, and where they are set (for messages)."""
@@ -181,6 +227,9 @@ def parse_config(text: str, source: str = "<config>", base_dir: Path | None = No
         config = Config.model_validate({**data, "source": source})
     except ValidationError as error:
         raise ConfigError(f"{source}: {describe(error)}") from error
+    problems = list(_unusable_paths(config, ()))
+    if problems:
+        raise ConfigError(f"{source}: {'; '.join(problems)}")
     return _resolved(config, base_dir) if base_dir is not None else config
 
 
@@ -197,13 +246,72 @@ def load_config(path: str | Path | None = None) -> Config:
         mode = path.stat().st_mode
     except OSError as error:
         raise ConfigError(f"{path}: cannot read the configuration: {error.strerror}") from error
+    except ValueError as error:  # a NUL byte, text that is not UTF-8
+        raise ConfigError(f"{str(path)!r}: cannot read the configuration: {error}") from error
     config = parse_config(text, source=str(path), base_dir=path.resolve().parent)
     if config.bridge.tokens and mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ConfigError(
             f"{path}: bridge.tokens: the file is readable by other users; "
             f"make it private (chmod 600 {path})"
         )
+    tcp = config.bridge.tcp
+    if tcp is not None and tcp.certificate is not None and tcp.key is not None:
+        problem = tls_problem(tcp.certificate, tcp.key)
+        if problem is not None:
+            raise ConfigError(f"{path}: {problem}")
     return config
+
+
+def tls_problem(certificate: Path, key: Path) -> str | None:
+    """``key: why`` when the certificate and key cannot serve TLS (unreadable, not PEM, not a
+    pair) or the key is readable by every user; None when they can."""
+    try:
+        if key.stat().st_mode & stat.S_IROTH:
+            return f"bridge.tcp.key: {key} is readable by every user; chmod o-r {key}"
+        ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER).load_cert_chain(certificate, key)
+    except ssl.SSLError as error:
+        return f"bridge.tcp.certificate: {certificate} and its key do not load: {error.reason}"
+    except OSError as error:
+        which = "key" if error.filename == str(key) else "certificate"
+        return f"bridge.tcp.{which}: cannot read {error.filename or certificate}: {error.strerror}"
+    return None
+
+
+def _unusable_paths(model: BaseModel, where: tuple[str, ...]) -> Iterator[str]:
+    """``key: why`` for every path of every table (the adapter's included) that the system
+    would refuse: found now, not as a traceback when the daemon first uses it."""
+    for name, field in type(model).model_fields.items():
+        yield from _unusable(getattr(model, name), (*where, field.alias or name))
+
+
+def _unusable(value: object, where: tuple[str, ...]) -> Iterator[str]:
+    if isinstance(value, Path):
+        why = path_refusal(value)
+        if why is not None:
+            yield f"{'.'.join(where)}: {str(value)!r} {why}"
+    elif isinstance(value, BaseModel):
+        yield from _unusable_paths(value, where)
+    elif isinstance(value, tuple | list):
+        for index, item in enumerate(value):
+            yield from _unusable(item, (*where, str(index)))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _unusable(item, (*where, str(key)))
+
+
+def path_refusal(path: Path) -> str | None:
+    """Why the system would refuse ``path`` whatever the files (None: it would not)."""
+    try:
+        raw = os.fsencode(path)
+    except UnicodeError:
+        return "cannot be encoded for the file system"
+    if b"\0" in raw:
+        return "holds a NUL byte, which no path can hold"
+    if len(raw) >= PATH_MAX:
+        return f"is longer than the {PATH_MAX - 1} bytes a path may have"
+    if any(len(part) > NAME_MAX for part in raw.split(b"/")):
+        return f"has a part longer than the {NAME_MAX} bytes a file name may have"
+    return None
 
 
 def _resolved(config: Config, base: Path) -> Config:

@@ -13,7 +13,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.core.model import Filter, Frozen, Name, Request, Time
+from coorm_bridge.core.model import Filter, Frozen, Name, Request, Time, UserName
 from coorm_bridge.core.states import AppState, check
 
 
@@ -32,7 +32,7 @@ class SessionRow(Frozen):
     id: Name
     order: Annotated[int, Field(ge=1, strict=True)]
     """Subscription order (the policy's priority): strictly increasing, never reused."""
-    owner: Name
+    owner: UserName
     name: Annotated[str, Field(max_length=256)] | None = None
     filter: Filter
     clusters: tuple[Name, ...]

@@ -16,7 +16,17 @@ from hypothesis import strategies as st
 from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.slurm import commands, parse
 from coorm_bridge.adapters.slurm.commands import Target
-from coorm_bridge.core.model import NAME_PATTERN
+from coorm_bridge.core.model import NAME_PATTERN, USER_NAME_PATTERN
+
+#: Usable user names (USER_NAME_PATTERN), built rather than drawn from the pattern's lookaheads.
+USER_NAMES = st.builds(
+    "".join,
+    st.tuples(
+        st.sampled_from("aZ9_"),
+        st.text("aZ09_.@-", max_size=20),
+        st.sampled_from(["", "$"]),
+    ),
+).filter(USER_NAME_PATTERN.fullmatch)
 
 START = int(datetime(2026, 11, 21, 9, 13, 7, tzinfo=UTC).timestamp())
 END = START + 1800
@@ -131,7 +141,7 @@ def as_shown(argv: tuple[str, ...]) -> str:
     start=st.integers(0, 2**35),
     length=st.integers(1, 10**8),
     hosts=st.integers(1, 500),
-    users=st.lists(st.from_regex(NAME_PATTERN, fullmatch=True), min_size=1, max_size=4),
+    users=st.lists(USER_NAMES, min_size=1, max_size=4),
 )
 def test_times_round_trip_with_the_parser(start: int, length: int, hosts: int,
                                           users: list[str]) -> None:  # fmt: skip
@@ -145,12 +155,14 @@ def test_times_round_trip_with_the_parser(start: int, length: int, hosts: int,
 
 TIME = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}$")
 SAFE_ARG = re.compile(r"^[A-Za-z0-9_.,=:-]+$")
+#: Users may add '@' and a final '$' (as in ``alice@example.org``, ``HOST$``), nothing else.
+SAFE_USERS = re.compile(r"^users=[A-Za-z0-9_.,@$-]+$")
 
 
 def assert_safe(argv: tuple[str, ...]) -> None:
     """No argument carries a space, a shell metacharacter, or a second ``=`` or stray ``,``."""
     for arg in argv:
-        assert SAFE_ARG.fullmatch(arg), arg
+        assert SAFE_ARG.fullmatch(arg) or SAFE_USERS.fullmatch(arg), arg
         if "=" not in arg:
             assert "," not in arg
             continue
@@ -162,12 +174,21 @@ def assert_safe(argv: tuple[str, ...]) -> None:
             assert TIME.fullmatch(value)
         elif key == "nodecnt":
             assert value.isdigit()
+        elif key == "users":
+            users = value.split(",")
+            assert all(USER_NAME_PATTERN.fullmatch(u) and not u.startswith("-") for u in users)
+            assert all("$" not in u[:-1] and not u.isdigit() for u in users), arg
         else:
-            parts = value.split(",") if key in ("nodes", "users") else [value]
+            parts = value.split(",") if key == "nodes" else [value]
             assert all(NAME_PATTERN.fullmatch(part) for part in parts), arg
 
 
-ANY_TEXT = st.text(max_size=12) | st.from_regex(NAME_PATTERN, fullmatch=True)
+ANY_TEXT = (
+    st.text(max_size=12)
+    | st.from_regex(NAME_PATTERN, fullmatch=True)
+    | USER_NAMES
+    | st.text("ab1-_.@$=, ;`'\"\\", min_size=1, max_size=8)
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -195,8 +216,11 @@ def test_no_argument_smuggles_anything(
         try:
             argv = build(target, spec)
         except ValueError:
-            names = [name, *users, *host_names]
-            assert not all(NAME_PATTERN.fullmatch(n) for n in names)
+            names = [name, *host_names]
+            assert not (
+                all(NAME_PATTERN.fullmatch(n) for n in names)
+                and all(USER_NAME_PATTERN.fullmatch(u) for u in users)
+            )
         else:
             assert_safe(argv)
     for build_name in (commands.delete_reservation,):

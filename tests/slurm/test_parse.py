@@ -15,6 +15,7 @@ import pytest
 
 from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.adapters.slurm import parse
+from coorm_bridge.core.model import MAX_DURATION
 
 DATA = Path(__file__).parent.parent / "data" / "slurm"
 NOW = 1795248800
@@ -155,6 +156,12 @@ def test_squeue_fields_and_edge_values() -> None:
     assert jobs["107"].start == NOW
     assert jobs["108"].state is JobState.PENDING
     assert jobs["108"].start == 1795250000
+
+
+def test_a_time_limit_past_ten_years_holds_the_hosts_ten_years() -> None:
+    # Slurm takes limits up to NO_VAL minutes (8000 years); the model's durations stop at ten.
+    raw = with_jobs({"time_limit": 0xFFFFFFFD}, {"time_limit": MAX_DURATION // 60 + 1})
+    assert [j.walltime for j in parse.parse_squeue(raw, now=NOW)] == [MAX_DURATION] * 2
 
 
 def test_squeue_later_shape_edge_values() -> None:

@@ -6,9 +6,11 @@ co-allocation test two controllers sharing a slurmdbd (``slurm_clusters``).
 
 from __future__ import annotations
 
+import contextlib
 import getpass
 import os
 import signal
+import subprocess
 import time
 from pathlib import Path
 
@@ -117,6 +119,36 @@ def test_placeholders_are_created_resized_shrunk_and_deleted(adapter, slurm_part
     adapter.delete_reservation(name, "coorm-t1-x")
     adapter.delete_reservation(name, "coorm-t1-x")  # idempotent
     assert adapter.snapshot([name]).clusters[name].reservations == ()
+
+
+@contextlib.contextmanager
+def system_users(names):
+    """Users added to the system's database (Slurm checks reservation users there), deleted
+    afterwards by name."""
+    added = []
+    try:
+        for name in names:
+            command = ["useradd", "--badname", "-M", "-N", "-s", "/usr/sbin/nologin", name]
+            subprocess.run(command, check=True, capture_output=True)
+            added.append(name)
+        yield names
+    finally:
+        for name in added:
+            subprocess.run(["userdel", name], check=False, capture_output=True)
+
+
+def test_placeholders_for_users_named_with_at_and_dollar(adapter, slurm_partitions):
+    """Names as SSSD and Samba give them reach scontrol's users= and come back the same."""
+    name = slurm_partitions.clusters[1]
+    now = adapter.now()
+    with system_users([f"cs{os.getpid()}@example.org", f"CS{os.getpid()}$"]) as users:
+        spec = ReservationSpec(
+            name="coorm-t2-x", start=now + 600, end=now + 1800, hosts=1, users=tuple(users)
+        )
+        adapter.create_reservation(name, spec)
+        (seen,) = adapter.snapshot([name]).clusters[name].reservations
+        assert seen.users == tuple(users)
+        adapter.delete_reservation(name, "coorm-t2-x")
 
 
 def test_slurm_refusals_are_refused_and_leave_nothing(adapter, slurm_partitions):
