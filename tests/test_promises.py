@@ -7,9 +7,12 @@ tests/test_daemon.py and benchmarks/chaos.py).
 
 from __future__ import annotations
 
+import contextlib
 import threading
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from coorm_bridge.adapters.base import (
     JobSpec,
@@ -22,12 +25,12 @@ from coorm_bridge.adapters.base import (
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import parse_platform
-from coorm_bridge.core.model import Filter
+from coorm_bridge.core.model import MAX_DURATION, Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, Limits, LimitSettings, PlacementSettings
-from coorm_bridge.service.errors import OverLimit
+from coorm_bridge.service.errors import OverLimit, SessionError
 from coorm_bridge.store import Store
 
 T0 = 1_000_000
@@ -388,3 +391,52 @@ def test_limits_name_themselves_and_change_nothing(tmp_path):
     site.bridge.withdraw("alice", first)
     site.subscribe()  # one ended: room for another
     site.store.close()
+
+
+hostile = st.lists(
+    st.tuples(
+        st.dictionaries(
+            st.sampled_from(["c1", "c2", "zz", "c1 ; rm"]),
+            st.one_of(st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=5)),
+            max_size=3,
+        ),
+        st.one_of(
+            st.integers(-(2**70), 2**70),
+            st.sampled_from([2**62, 2**63, 10**30, MAX_DURATION, MAX_DURATION + 1]),
+            st.floats(),
+        ),
+    ),
+    min_size=1,
+    max_size=12,
+)
+
+
+@settings(
+    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(attacks=hostile)
+def test_random_hostile_requests_never_stop_another_user_s_session(tmp_path_factory, attacks):
+    site = Site(tmp_path_factory.mktemp("hostile"))
+    try:
+        # Alice came first: whatever comes later, valid or not, may never delay her (a valid
+        # request of Mallory's is placed behind hers, an invalid one is refused).
+        alice = site.subscribe()
+        mallory = [site.subscribe(user="mallory") for _ in range(3)]
+        site.adapter.submit(
+            "c1", JobSpec(name="busy", user="bob", argv=("x",), hosts=4, walltime=8)
+        )
+        site.run(alice, {"c1": 2}, 100)
+        site.step(T0)
+        promised = site.store.session(alice).estimated_start
+        for number, (nodes, duration) in enumerate(attacks):
+            sid = mallory[number % len(mallory)]
+            with contextlib.suppress(SessionError):
+                site.bridge.put_request("mallory", sid, nodes, duration)
+            site.step(T0 + 1 + number)
+        for t in range(T0 + len(attacks) + 1, T0 + 20):
+            site.step(t)
+        assert site.state(alice) is AppState.STARTED
+        assert site.events(alice, "start")[0].time <= promised
+        assert site.bridge.runner.enactor.session_errors == 0
+    finally:
+        site.store.close()
