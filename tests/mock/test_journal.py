@@ -188,8 +188,10 @@ WRITER = textwrap.dedent(
 
 def test_kill_9_while_writing_loses_nothing_acknowledged(tmp_path):
     path = tmp_path / "j.sqlite"
+    # cwd away from the repository: ``python -c`` puts the cwd first on the import path, where
+    # the source folder would hide the installed package's mapped subpackages.
     writer = subprocess.Popen(
-        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", WRITER, str(path)], stdout=subprocess.PIPE, text=True, cwd=tmp_path
     )
     try:
         acknowledged = [int(writer.stdout.readline()) for _ in range(200)]
