@@ -158,7 +158,7 @@ class Launcher:
                 break
 
 
-def main() -> int:  # noqa: PLR0915 - one scenario, told in order
+def main() -> int:  # noqa: PLR0912, PLR0915 - one scenario, told in order
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--apps", type=int, default=200)
     parser.add_argument("--kills", type=int, default=20)
@@ -239,11 +239,15 @@ def main() -> int:  # noqa: PLR0915 - one scenario, told in order
                 for host in allocation.hosts:
                     holds.setdefault((cluster, host), []).append((start.time, end, launcher.sid))
         doubles = 0
-        for spans in holds.values():
-            reach = 0
-            for begin, end, _ in sorted(spans):
-                doubles += begin < reach
-                reach = max(reach, end)
+        overlaps: list[str] = []
+        for (cluster, host), spans in holds.items():
+            reach, holder = 0, ""
+            for begin, end, sid in sorted(spans):
+                if begin < reach:
+                    doubles += 1
+                    overlaps.append(f"{cluster}/{host}: {sid} from {begin}, {holder} until {reach}")
+                if end > reach:
+                    reach, holder = end, sid
         errors = [f for f in failures if f is not None]
     finally:
         stop.set()
@@ -256,7 +260,12 @@ def main() -> int:  # noqa: PLR0915 - one scenario, told in order
     )
     for error in errors[:3]:
         print(f"  {type(error).__name__}: {error}")
-    shutil.rmtree(folder, ignore_errors=True)
+    for overlap in overlaps[:5]:
+        print(f"  overlap {overlap}")
+    if lost or doubles or mismatches or orphans or errors:
+        print(f"  kept for inspection: {folder}")
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
     return 1 if lost or doubles or mismatches or orphans or errors else 0
 
 
