@@ -67,7 +67,6 @@ Intent = Hold | Start | Shrink | Release
 class Backoff:
     failures: int
     retry_at: int
-    reason: str = ""
 
 
 class Enactor:
@@ -238,7 +237,7 @@ class Enactor:
             retry_at = max(hints, default=now + self._backoff(failures))
         log.info("session %s: %s (attempt %d, next at %d)", row.id, failed, failures, retry_at)
         with self.lock:
-            self.placement[row.id] = Backoff(failures, retry_at, str(failed))
+            self.placement[row.id] = Backoff(failures, retry_at)
             fresh = self.store.session(row.id)
             if fresh is not None and fresh.state in ACTIVE:
                 self.recorder.placement_failed(fresh, str(failed), retry_at, now)

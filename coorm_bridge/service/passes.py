@@ -107,8 +107,7 @@ class PassRunner:
         with self.recorder.batch():
             for app_id in result.outcomes:
                 try:
-                    with self.store.transaction():
-                        rows[app_id] = self._record(rows[app_id], result, now)
+                    rows[app_id] = self._record(rows[app_id], result, now)
                 except Exception as error:  # a bug, for this session only
                     broken[app_id] = error
             lost = self._lost(rows, result, held)
@@ -159,26 +158,40 @@ class PassRunner:
         return row
 
     def _placed(self, row: SessionRow, result: Plan, now: int) -> SessionRow:
-        """Persist a waiting application's new estimate; tell it when its view changed."""
+        """Persist a waiting application's new estimate; tell it when its view changed.
+
+        Most sessions change nothing in a pass: only those that do open a savepoint, so that a
+        failure while writing one of them undoes that session's writes alone."""
         outcome = result.outcomes[row.id]
         state = AppState.WAITING if row.state is AppState.REQUEST_SENT else row.state
         estimate = outcome.estimated_start
         changed_estimate = estimate != row.estimated_start
-        if state is not row.state or changed_estimate:
-            row = self.recorder.update(row, now, state=state, estimated_start=estimate)
-        if row.id in result.to_start or not (outcome.view_changed or changed_estimate):
-            return row
-        view = result.view(row.id)
-        sent = self._sent.get(row.id, {})
-        changes = [
-            Change(cluster=c, kind=ChangeKind.AVAILABILITY, profile=CAP.of(c, p, now))
-            for c, p in view.items()
-            if c not in sent or sent[c].truncated(now) != p.truncated(now)
-        ]
-        self._sent[row.id] = view
-        if changes or changed_estimate:
-            event = {"type": "change", "time": now, "changes": changes, "estimated_start": estimate}
-            self.recorder.emit(row.id, event)
+        changed_state = state is not row.state or changed_estimate
+        event = None
+        view: dict[str, Profile] | None = None
+        if row.id not in result.to_start and (outcome.view_changed or changed_estimate):
+            view = result.view(row.id)
+            sent = self._sent.get(row.id, {})
+            changes = [
+                Change(cluster=c, kind=ChangeKind.AVAILABILITY, profile=CAP.of(c, p, now))
+                for c, p in view.items()
+                if c not in sent or sent[c].truncated(now) != p.truncated(now)
+            ]
+            if changes or changed_estimate:
+                event = {
+                    "type": "change",
+                    "time": now,
+                    "changes": changes,
+                    "estimated_start": estimate,
+                }
+        if changed_state or event is not None:
+            with self.store.transaction():
+                if changed_state:
+                    row = self.recorder.update(row, now, state=state, estimated_start=estimate)
+                if event is not None:
+                    self.recorder.emit(row.id, event)
+        if view is not None:
+            self._sent[row.id] = view
         return row
 
     def _set_aside(self, row: SessionRow, error: Exception, now: int) -> None:
