@@ -237,8 +237,15 @@ class LocalScheduler(ReservationsMixin, BackfillingMixin):
         if kind == _NODE:
             return True
         if kind in (_RESERVATION_START, _RESERVATION_END):
+            # The time too: a reservation deleted and created again under its name starts its
+            # versions afresh, and its namesake's events must not end it.
             reservation = self._reservations.get(key)
-            return reservation is not None and reservation.version == token
+            due = (
+                None
+                if reservation is None
+                else (reservation.end if kind == _RESERVATION_END else reservation.start)
+            )
+            return reservation is not None and reservation.version == token and due == time
         job = self._jobs[key]
         if kind == _END:
             return job.state is JobState.RUNNING and job.end_at == time

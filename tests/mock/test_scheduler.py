@@ -810,3 +810,21 @@ def test_nasa_trace_on_128_hosts_keeps_every_node_second(nasa_jobs):
 def test_nasa_trace_on_a_huge_cluster_never_waits(nasa_jobs):
     s = replay(nasa_jobs, 100_000)
     assert all(r.start == r.submit for r in s.records())
+
+
+def test_a_recreated_reservation_is_not_ended_by_the_events_of_its_namesake():
+    """Chaos found it: a placeholder deleted and created again under its name (a daemon restart
+    re-creating what it lost) was closed at an end its deleted namesake had once had, and the
+    mock then gave its hosts to a newcomer, while its application still ran on them."""
+    s = cluster(hosts=2)
+    s.create_reservation(reservation("r", 10, 200, hosts=2))
+    s.update_reservation(reservation("r", 10, 50, hosts=2))  # its end event at 50, version 1
+    s.delete_reservation("r")
+    s.create_reservation(reservation("r", 20, 300, hosts=2))
+    s.update_reservation(reservation("r", 20, 310, hosts=2))  # version 1 again
+    s.advance(60)
+    assert [r.name for r in s.snapshot().reservations] == ["r"]
+    with pytest.raises(Refused, match="overlaps"):
+        s.create_reservation(reservation("newcomer", 60, 100, hosts=1))
+    s.advance(310)
+    assert s.snapshot().reservations == ()
