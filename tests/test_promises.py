@@ -440,3 +440,28 @@ def test_random_hostile_requests_never_stop_another_user_s_session(tmp_path_fact
         assert site.bridge.runner.enactor.session_errors == 0
     finally:
         site.store.close()
+
+
+def test_a_move_the_batch_system_refuses_keeps_the_placeholder_where_it_was(site):
+    """Slurm refused moves ("Requested nodes are busy") and the bridge then released the
+    placeholders to reserve them again: the application held nothing, and the local scheduler
+    could backfill its hosts. A refused move now keeps them until a move succeeds."""
+    local = JobSpec(name="local", user="bob", argv=("x",), hosts=4, walltime=200)
+    job = site.adapter.submit("c1", local)
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.run(sid, {"c1": 4}, 100)
+    site.step(T0 + 2)
+    before = site.store.placeholder(sid, "c1")
+    assert before.start == T0 + 200  # behind the local job
+    site.adapter.cancel("c1", job)  # it leaves early: the application can move up
+    site.adapter.refuse_reservations("c1", 1, "Requested nodes are busy")
+    site.step(T0 + 3)
+    (told,) = site.events(sid, "placement_failed")
+    assert "kept where they were" in told.reason
+    held = {r.name: r for r in site.adapter.snapshot(["c1"]).clusters["c1"].reservations}
+    assert (held[before.name].start, held[before.name].end) == (T0 + 200, T0 + 300)
+    assert site.store.placeholder(sid, "c1").start == T0 + 200
+    for t in range(T0 + 4, T0 + 8):
+        site.step(t)
+    assert site.state(sid) is AppState.STARTED  # moved up once the batch system agreed

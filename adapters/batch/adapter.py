@@ -10,8 +10,9 @@ answer: views go stale), Refused (a conflict the placement loop works around) an
 
 from __future__ import annotations
 
+import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from typing import ClassVar, Generic
 
@@ -31,8 +32,11 @@ from coorm_bridge.adapters.base import (
 )
 from coorm_bridge.adapters.batch.backend import B, Backend, BatchFailure
 from coorm_bridge.adapters.batch.estimate import estimate_starts
+from coorm_bridge.adapters.batch.hosts import choose_hosts
 from coorm_bridge.adapters.batch.settings import BatchSettings
 from coorm_bridge.core.model import ClusterInfo, Interconnect
+
+log = logging.getLogger(__name__)
 
 #: Failures that are conflicts with what the batch system holds: the placement loop retries.
 REFUSALS = frozenset({"busy", "overlap", "in_use", "invalid_time"})
@@ -106,8 +110,8 @@ class BatchAdapter(Adapter, Generic[B]):
     def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         binding = self._binding(cluster)
         with self._failures(cluster):
-            self.backend.create_reservation(binding, spec)
-        return self._verified(binding, spec, created=True)
+            made = self._asked(binding, spec, self.backend.create_reservation)
+        return self._verified(binding, made, created=True)
 
     def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         """Change a reservation in place; one that has begun can change its end, size and users
@@ -121,9 +125,13 @@ class BatchAdapter(Adapter, Generic[B]):
                 f"{cluster}: reservation {spec.name} has begun: its start cannot move",
                 cluster=cluster,
             )
-        with self._failures(cluster):
+
+        def update(binding: B, spec: ReservationSpec) -> None:
             self.backend.update_reservation(binding, spec, begun=begun)
-        return self._verified(binding, spec, created=False)
+
+        with self._failures(cluster):
+            made = self._asked(binding, spec, update)
+        return self._verified(binding, made, created=False)
 
     def reservation(self, cluster: str, name: str) -> Reservation | None:
         binding = self._binding(cluster)
@@ -137,6 +145,34 @@ class BatchAdapter(Adapter, Generic[B]):
                 self.backend.delete_reservation(binding, name)
         except _Gone:
             return  # already gone: deleting is idempotent
+
+    def _asked(
+        self, binding: B, spec: ReservationSpec, send: Callable[[B, ReservationSpec], None]
+    ) -> ReservationSpec:
+        """Send ``spec``; when a host count is refused as busy, name free hosts instead (see
+        :mod:`.hosts`: Slurm refuses a count at a running job's end, not the same hosts named).
+        Returns what was asked in the end."""
+        try:
+            send(binding, spec)
+            return spec
+        except BatchFailure as failure:
+            if failure.kind != "busy" or spec.host_names:
+                raise
+            nodes, jobs, reservations = self.backend.read(binding, self.now())
+            hosts = choose_hosts(spec, nodes, jobs, reservations)
+            if hosts is None:
+                raise failure from None  # really busy
+        named = spec.model_copy(update={"host_names": hosts, "hosts": len(hosts)})
+        log.info(
+            "%s: %s refused %d hosts for %s as busy; asking for %s by name",
+            binding.name,
+            self.system,
+            spec.size,
+            spec.name,
+            ",".join(hosts),
+        )
+        send(binding, named)
+        return named
 
     def _verified(self, binding: B, spec: ReservationSpec, *, created: bool) -> ReservationHandle:
         """Read back what was made; a smaller or shifted reservation is not what was asked (a

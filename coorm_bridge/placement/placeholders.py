@@ -17,8 +17,10 @@ from collections.abc import Callable, Iterable, Mapping
 from coorm_bridge.adapters.base import (
     Adapter,
     AdapterError,
+    Refused,
     ReservationHandle,
     ReservationSpec,
+    Unavailable,
 )
 from coorm_bridge.placement.coallocation import CoAllocationFailed, hold, placeholder_name
 from coorm_bridge.store import Store
@@ -47,9 +49,10 @@ class Placeholders:
 
         Existing placeholders are updated in place when they all exist (a batch system never sees
         a gap it could backfill); one that has begun keeps its start (it cannot move) and is
-        stretched to the end. Otherwise, or when an update is refused, everything is released and
-        reserved again on every cluster at once. Raises :class:`CoAllocationFailed` when nothing
-        could be held.
+        stretched to the end. A move the batch system refuses or does not answer keeps them where
+        they were (CoAllocationFailed, to be tried again). Otherwise (some missing, or one gone),
+        everything is released and reserved again on every cluster at once. Raises
+        :class:`CoAllocationFailed` when nothing could be held.
         """
         assert row.request is not None
         assert not self.store.in_transaction, "no batch-system call inside a store transaction"
@@ -60,6 +63,16 @@ class Placeholders:
         if usable:
             try:
                 return self._update(row, current, start, end, now)
+            except (Refused, Unavailable) as error:
+                # Keep what is held until a move succeeds: released, the hosts would be the
+                # local scheduler's to backfill while the bridge tries again.
+                cluster = error.cluster or ""
+                hint = getattr(error, "retry_after", None)
+                raise CoAllocationFailed(
+                    f"placeholders kept where they were, not moved: {error}",
+                    retry_after={cluster: hint} if hint is not None else None,
+                    unavailable=(cluster,) if isinstance(error, Unavailable) else (),
+                ) from error
             except AdapterError as error:
                 log.info("session %s: moving its placeholders failed (%s)", row.id, error)
         self.release(row.id)

@@ -1,0 +1,57 @@
+"""Which hosts a reservation can name: free over its whole window, from one read of the cluster.
+
+A batch system asked for a host count chooses the hosts itself, and may be stricter than it
+needs to be. Slurm 22.05 is: a node-count reservation that starts exactly when a running job's
+time limit ends is refused ("Requested nodes are busy"), one second later it is accepted, and so
+is the same request naming its hosts. The bridge plans starts exactly at job ends, so under load
+it would often hold nothing. :func:`choose_hosts` picks the hosts to name instead, with the
+batch system's own rule for named hosts: a running job's hosts are free from its end on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation, ReservationSpec
+
+
+def choose_hosts(
+    spec: ReservationSpec,
+    nodes: Iterable[Node],
+    jobs: Iterable[Job],
+    reservations: Iterable[Reservation],
+) -> tuple[str, ...] | None:
+    """``spec.size`` hosts free over ``[spec.start, spec.end)``, or None when there are not
+    enough.
+
+    The reservation ``spec.name`` itself (an update) is not in the way: its hosts come first,
+    and those of jobs running inside it are always kept, as the batch system keeps them. Other
+    hosts are taken in the batch system's node order, so that a choice is reproducible.
+    """
+    nodes = tuple(nodes)
+    ours: tuple[str, ...] = ()
+    blocked: set[str] = set()
+    for reservation in reservations:
+        if reservation.name == spec.name:
+            ours = reservation.host_names
+        elif reservation.start < spec.end and spec.start < reservation.end:
+            blocked.update(reservation.host_names)
+    inside: list[str] = []
+    for job in jobs:
+        if job.state is not JobState.RUNNING:
+            continue  # pending jobs never block a reservation: they are planned around it
+        if job.reservation == spec.name:
+            inside.extend(job.host_names)
+        elif job.end is None or job.end > spec.start:
+            blocked.update(job.host_names)
+    up = {node.name for node in nodes if node.state is NodeState.UP}
+    order = [*inside, *ours, *(node.name for node in nodes)]
+    chosen: list[str] = []
+    for name in dict.fromkeys(order):
+        if len(chosen) == spec.size:
+            break
+        if name in inside or (name in up and name not in blocked):
+            chosen.append(name)
+    if len(chosen) < spec.size:
+        return None
+    return tuple(chosen)
