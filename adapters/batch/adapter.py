@@ -32,7 +32,7 @@ from coorm_bridge.adapters.base import (
 )
 from coorm_bridge.adapters.batch.backend import B, Backend, BatchFailure
 from coorm_bridge.adapters.batch.estimate import estimate_starts
-from coorm_bridge.adapters.batch.hosts import choose_hosts
+from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_start
 from coorm_bridge.adapters.batch.settings import BatchSettings
 from coorm_bridge.core.model import ClusterInfo, Interconnect
 
@@ -160,8 +160,11 @@ class BatchAdapter(Adapter, Generic[B]):
                 raise
             nodes, jobs, reservations = self.backend.read(binding, self.now())
             hosts = choose_hosts(spec, nodes, jobs, reservations)
-            if hosts is None:
-                raise failure from None  # really busy
+            if hosts is None:  # really busy: say when the same hosts' worth would be free
+                hint = earliest_start(spec, nodes, jobs, reservations)
+                raise Refused(
+                    f"{binding.name}: {failure}", cluster=binding.name, retry_after=hint
+                ) from failure
         named = spec.model_copy(update={"host_names": hosts, "hosts": len(hosts)})
         log.info(
             "%s: %s refused %d hosts for %s as busy; asking for %s by name",

@@ -55,3 +55,33 @@ def choose_hosts(
     if len(chosen) < spec.size:
         return None
     return tuple(chosen)
+
+
+#: At most this many candidate starts are tried by :func:`earliest_start` (each is a pass over
+#: the cluster's jobs): the hint is a lower bound for the policy, not a promise.
+MAX_CANDIDATES = 256
+
+
+def earliest_start(
+    spec: ReservationSpec,
+    nodes: Iterable[Node],
+    jobs: Iterable[Job],
+    reservations: Iterable[Reservation],
+) -> int | None:
+    """The earliest start, from ``spec.start`` on, at which :func:`choose_hosts` finds hosts for
+    the same reservation (same duration), or None. Hosts only free up when a running job reaches
+    its bound or another reservation ends, so those are the only starts worth trying.
+
+    A count-based plan (free hosts over time, whatever they are) may see room that no set of
+    hosts has over the whole window; this is the batch system's hint for such a refusal.
+    """
+    nodes, jobs, reservations = tuple(nodes), tuple(jobs), tuple(reservations)
+    duration = spec.end - spec.start
+    ends = {j.end for j in jobs if j.state is JobState.RUNNING and j.end is not None}
+    ends.update(r.end for r in reservations if r.name != spec.name)
+    candidates = sorted(t for t in ends | {spec.start} if t >= spec.start)[:MAX_CANDIDATES]
+    for start in candidates:
+        moved = spec.model_copy(update={"start": start, "end": start + duration})
+        if choose_hosts(moved, nodes, jobs, reservations) is not None:
+            return start
+    return None

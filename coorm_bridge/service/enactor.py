@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.adapters.base import Adapter, JobState
 from coorm_bridge.core.states import ACTIVE, AppState
 from coorm_bridge.placement.coallocation import CoAllocationFailed
 from coorm_bridge.placement.placeholders import Placeholders
@@ -29,6 +29,7 @@ from coorm_bridge.service.config import Config
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.store import SessionRow, Store
+from coorm_bridge.store.rows import PlaceholderRow
 
 log = logging.getLogger(__name__)
 
@@ -175,16 +176,51 @@ class Enactor:
         except CoAllocationFailed as failed:
             self._failed(row, failed, now)
             return True
+        busy = self._overrun(held) if isinstance(intent, Start) else None
         with self.lock:
-            self.placement.pop(sid, None)
-            if isinstance(intent, Start):
+            if busy is not None:
+                # Held, but not usable yet: its launcher's jobs would wait there, on this
+                # cluster only. The next pass sees the hosts busy and starts it when they are not.
+                log.info("session %s: not started yet: %s", sid, busy)
+                self.placement[sid] = Backoff(0, now + 1)
+            elif isinstance(intent, Start):
+                self.placement.pop(sid, None)
                 fresh = self.store.session(sid)
                 waiting = fresh is not None and fresh.state is AppState.WAITING
                 if fresh is not None and waiting and fresh.request == row.request:
                     self.recorder.started(fresh, held, now)
                     self.placements += 1
+            else:
+                self.placement.pop(sid, None)
+            if isinstance(intent, Start):
                 self.trigger()  # its hosts leave the others' views at the next pass
         return True
+
+    def _overrun(self, held: Mapping[str, PlaceholderRow]) -> str | None:
+        """A job of someone else's still running on the held hosts (past its time limit: Slurm
+        takes up to its time-limit check, 30 s, plus KillWait to stop one), or None.
+
+        From the last snapshot; one that shows such a job is taken again to be sure, so that the
+        common case costs no batch-system call."""
+        for cluster, placeholder in sorted(held.items()):
+            for fresh in (False, True):
+                if fresh:
+                    self.poller.poll(cluster)
+                shot = self.poller.status(cluster).snapshot
+                hosts = set(placeholder.host_names)
+                busy = [] if shot is None else [
+                    j for j in shot.jobs
+                    if j.state is JobState.RUNNING
+                    and j.reservation != placeholder.name
+                    and hosts.intersection(j.host_names)
+                ]  # fmt: skip
+                if not busy:
+                    break
+            else:
+                job = busy[0]
+                where = ", ".join(sorted(hosts.intersection(job.host_names)))
+                return f"{cluster}: job {job.id} still runs on {where}"
+        return None
 
     def _release(self, row: SessionRow, now: int) -> bool:
         left = self.placeholders.release(row.id, inside=self.poller.jobs_in)

@@ -17,7 +17,7 @@ from coorm_bridge.adapters.base import (
 )
 from coorm_bridge.adapters.batch.adapter import BatchAdapter
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Binding, Hardware
-from coorm_bridge.adapters.batch.hosts import choose_hosts
+from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_start
 from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
 
 NOW = 1_000_000
@@ -172,3 +172,22 @@ def test_hosts_really_busy_stay_refused_with_the_batch_systems_reason(adapter, s
         adapter.create_reservation("a", spec(start=END - 1))
     assert slurm_like.reservations == {}
     assert len(slurm_like.asked) == 1  # nothing free to name: not asked again
+
+
+def test_a_refusal_for_want_of_hosts_over_the_whole_window_says_when_they_will_be():
+    """The count-based plan saw 3 free hosts at END; but one of them is reserved from END + 60,
+    so no two hosts are free over [END, END + 600) until that reservation ends."""
+    nodes = NODES[:4]
+    jobs = [running("1", ["n0", "n1", "n2"]), running("2", ["n3"], end=END + 60)]
+    theirs = Reservation(name="theirs", start=END + 60, end=END + 200, hosts=2,
+                         host_names=("n0", "n1"))  # fmt: skip
+    want = spec(hosts=2)
+    assert choose_hosts(want, nodes, jobs, [theirs]) is None
+    assert earliest_start(want, nodes, jobs, [theirs]) == END + 60
+
+
+def test_the_adapter_passes_the_hint_on(adapter, slurm_like):
+    slurm_like.jobs.append(running("2", ["n0", "n1", "n2", "n3", "n4"], end=END + 100))
+    with pytest.raises(Refused) as refused:
+        adapter.create_reservation("a", spec(hosts=4))
+    assert refused.value.retry_after == END + 100
