@@ -107,9 +107,17 @@ def walltime_text(text: str) -> int:
     return walltime_of(-(-total // 60))
 
 
+class _Memo(NamedTuple):
+    """What one answer's lines share: thousands of jobs have the same few time limits and
+    starts (arrays, backfill), so each text is read once; the array records already planned."""
+
+    times: dict[str, int | None]
+    limits: dict[str, int]
+    planned: set[str]
+
+
 def _parse_time(text: str, cache: dict[str, int | None]) -> int | None:
-    """A ``%S`` time (``2026-11-24T03:30:24``, UTC) in Unix seconds, None for N/A; memoised:
-    job arrays and backfill give thousands of jobs the same few starts."""
+    """A ``%S`` time (``2026-11-24T03:30:24``, UTC) in Unix seconds, None for N/A."""
     try:
         return cache[text]
     except KeyError:
@@ -127,9 +135,7 @@ def _parse_time(text: str, cache: dict[str, int | None]) -> int | None:
     return value
 
 
-def _job(
-    fields: list[str], now: int, times: dict[str, int | None], planned: set[str]
-) -> Job | None:
+def _job(fields: list[str], now: int, memo: _Memo) -> Job | None:
     job_id, record, state_text, count_text, start_text, limit, _, nodes, user, resv = fields
     state = job_state_of(state_text)
     if state.finished:
@@ -137,20 +143,23 @@ def _job(
     if not count_text.isdigit():
         raise ValueError(f"node count {count_text!r} is not a number")
     count = int(count_text)
-    start = _parse_time(start_text, times)
+    start = _parse_time(start_text, memo.times)
     if state is not JobState.PENDING:
         start = (start or now) if state is JobState.RUNNING else None
-    elif record in planned:
+    elif record in memo.planned:
         start = None  # the backfill's start is the array's next task's, not every task's
     elif start is not None:
-        planned.add(record)
+        memo.planned.add(record)
+    walltime = memo.limits.get(limit)
+    if walltime is None:
+        walltime = memo.limits[limit] = walltime_text(limit)
     return Job(
         id=job_id,
         user=user,
         state=state,
         hosts=count if count > 0 else 1,
         host_names=expand_hosts(nodes, f"job {job_id}"),
-        walltime=walltime_text(limit),
+        walltime=walltime,
         start=start,
         reservation=None if resv in _NONE else safe_name(resv),
     )
@@ -166,8 +175,7 @@ def parse_squeue_text(text: str, *, now: int) -> list[Line]:
     adapter estimates them). Finished jobs are dropped (None).
     """
     lines: list[Line] = []
-    times: dict[str, int | None] = {}
-    planned: set[str] = set()
+    memo = _Memo({}, {}, set())
     for raw in _lines(text):
         fields = raw.split(SEPARATOR, _SQUEUE_FIELDS - 1)
         if len(fields) != _SQUEUE_FIELDS:
@@ -176,7 +184,7 @@ def parse_squeue_text(text: str, *, now: int) -> list[Line]:
             continue
         partitions = frozenset(fields[_PARTITIONS].split(","))
         try:
-            lines.append(Line(partitions, _job(fields, now, times, planned)))
+            lines.append(Line(partitions, _job(fields, now, memo)))
         except ValueError as error:
             failure = ValueError(f"squeue: job {fields[0]}: {error}")
             lines.append(Line(partitions, None, failure))
