@@ -116,6 +116,28 @@ def test_squeue_keeps_queue_order() -> None:
     assert list(squeue_jobs())[-1] == "14"
 
 
+def test_a_ten_thousand_job_queue() -> None:
+    """Recorded by benchmarks/slurm_snapshot.py --e2e: 8 jobs running on the 16 nodes, 8,092
+    pending ones submitted one by one, 19 arrays of 100 pending tasks, 525 jobs in both
+    partitions; the backfill had predicted 3,013 starts, 1,089 of them array tasks' copies of
+    their record's."""
+    raw = gzip.decompress((TEXT / "squeue_10000.txt.gz").read_bytes()).decode()
+    lines = parse_squeue_text(raw, now=NOW)
+    jobs = jobs_in(lines)
+    assert len({j.id for j in jobs}) == len(jobs) == 10_000
+    running = [j for j in jobs if j.state is JobState.RUNNING]
+    assert len(running) == 8
+    assert sorted(h for j in running for h in j.host_names) == sorted(
+        [f"alpha0{i}" for i in range(1, 9)] + [f"beta0{i}" for i in range(1, 9)]
+    )
+    pending = [j for j in jobs if j.state is JobState.PENDING]
+    assert sum(j.start is not None for j in pending) == 3013 - 1089
+    assert sum("_" in j.id for j in pending) == 1900
+    assert sum(j.walltime == UNLIMITED for j in pending) == 1176 - 2  # two of them run
+    both = len(jobs_in(lines, "alpha")) + len(jobs_in(lines, "beta")) - len(jobs)
+    assert both == 525
+
+
 def test_the_cluster_line_of_dash_m_is_skipped() -> None:
     """22.05 prints ``CLUSTER: beta`` with -M unless -h is given (recorded both ways)."""
     plain = jobs_in(parse_squeue_text(text("squeue_M_beta.txt"), now=NOW))
