@@ -120,7 +120,7 @@ def sinfo_json(target: Target) -> tuple[str, ...]:
 
 def squeue_text(target: Target) -> tuple[str, ...]:
     """Every job of the controller, one line each (array tasks too: ``-r``), in the format of
-    :data:`.parse_text.SQUEUE_FORMAT`; ``-a`` shows hidden partitions too, as --json does.
+    :data:`.parse_text.SQUEUE_FORMAT`; ``-a``: hidden partitions too (one may be a cluster).
 
     In queue order (priority, then job id: ``--sort=-p,i``), the order in which the adapter plans
     the pending jobs the backfill left without a start. No ``-p``: one answer serves every
