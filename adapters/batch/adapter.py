@@ -88,13 +88,20 @@ class BatchAdapter(Adapter, Generic[B]):
     # -- reading ------------------------------------------------------------------------------
 
     def snapshot(self, clusters: list[str] | None = None) -> PlatformSnapshot:
+        """Every cluster read at once (:meth:`.Backend.read_all`: clusters that share a batch
+        system's answer ask for it once); the first that could not be read, in the order asked,
+        raises as a read alone would (Unavailable for that cluster)."""
         names = list(self.bindings) if clusters is None else clusters
+        bindings = [self._binding(name) for name in names]
         now = self.now()
+        results = self.backend.read_all(bindings, now)
         shots = {}
         for name in names:
-            binding = self._binding(name)
             with self._failures(name, reading=True):
-                nodes, jobs, reservations = self.backend.read(binding, now)
+                result = results[name]
+                if not isinstance(result, tuple):
+                    raise result
+            nodes, jobs, reservations = result
             shot = ClusterSnapshot(
                 cluster=name,
                 time=now,

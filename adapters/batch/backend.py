@@ -8,10 +8,19 @@ so that no back-end has to know the adapter interface's error types.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Generic, Literal, TypeVar
+from typing import Generic, Literal, TypeAlias, TypeVar
 
-from coorm_bridge.adapters.base import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
+from coorm_bridge.adapters.base import (
+    AdapterError,
+    Job,
+    JobSpec,
+    JobState,
+    Node,
+    Reservation,
+    ReservationSpec,
+)
 
 #: Why the batch system said no. "unreachable": no answer (Unavailable); "busy", "overlap",
 #: "in_use", "invalid_time": a conflict the placement loop works around (Refused);
@@ -59,6 +68,13 @@ class Hardware:
 
 B = TypeVar("B", bound=Binding)
 
+#: What one cluster's read gives: nodes, jobs (running and pending) and reservations.
+Read: TypeAlias = tuple[list[Node], list[Job], list[Reservation]]
+
+#: Why one cluster could not be read: the batch system's failure, an answer its parsers could not
+#: read (ValueError), or the runner's own verdict (say Unavailable when a command timed out).
+ReadFailure: TypeAlias = BatchFailure | ValueError | AdapterError
+
 
 class Backend(ABC, Generic[B]):
     """Reads and writes one way; raises :class:`BatchFailure` on any failure of the batch
@@ -68,8 +84,23 @@ class Backend(ABC, Generic[B]):
     def hardware(self, binding: B) -> Hardware: ...
 
     @abstractmethod
-    def read(self, binding: B, now: int) -> tuple[list[Node], list[Job], list[Reservation]]:
+    def read(self, binding: B, now: int) -> Read:
         """Nodes, jobs (running and pending, with predicted starts) and reservations."""
+
+    def read_all(self, bindings: Sequence[B], now: int) -> dict[str, Read | ReadFailure]:
+        """:meth:`read` of several clusters, by name: each one's read, or what kept it from being
+        read (the others are read all the same: one silent batch system fails only its own).
+
+        Back-ends whose clusters share a batch system's answer (the partitions of one Slurm
+        controller) override this to ask once; this default reads them one by one.
+        """
+        results: dict[str, Read | ReadFailure] = {}
+        for binding in bindings:
+            try:
+                results[binding.name] = self.read(binding, now)
+            except (BatchFailure, ValueError, AdapterError) as failure:
+                results[binding.name] = failure
+        return results
 
     @abstractmethod
     def reservation(self, binding: B, name: str) -> Reservation | None: ...

@@ -14,6 +14,8 @@ then formatted here, and parsed by :mod:`.parse`, as UTC.
 
 Slurm 22.05 ignores ``-p`` with ``squeue --json`` and ``sinfo --json`` (it prints the whole
 controller); the builders still pass it, for versions that honour it, and the parsers filter.
+The snapshot reads the cheaper text forms (:func:`squeue_text`, :func:`sinfo_text`), once per
+controller for all its partitions.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from coorm_bridge.adapters.base import JobSpec, ReservationSpec
+from coorm_bridge.adapters.slurm import parse_text
 from coorm_bridge.core.model import NAME_PATTERN, USER_NAME_PATTERN
 
 #: The environment every command must run with (see the module's docstring).
@@ -113,6 +116,26 @@ def squeue_json(target: Target) -> tuple[str, ...]:
 def sinfo_json(target: Target) -> tuple[str, ...]:
     """All nodes as JSON (``-p`` keeps the partition's nodes, where honoured)."""
     return ("sinfo", "--json", *target.clusters(), *target.partitions())
+
+
+def squeue_text(target: Target) -> tuple[str, ...]:
+    """Every job of the controller, one line each (array tasks too: ``-r``), in the format of
+    :data:`.parse_text.SQUEUE_FORMAT`; ``-a``: hidden partitions too (one may be a cluster).
+
+    In queue order (priority, then job id: ``--sort=-p,i``), the order in which the adapter plans
+    the pending jobs the backfill left without a start. No ``-p``: one answer serves every
+    partition of the controller (the parser splits it).
+    """
+    return (
+        "squeue", *target.clusters(), "-a", "-h", "-r", "--sort=-p,i",
+        "-o", parse_text.SQUEUE_FORMAT,
+    )  # fmt: skip
+
+
+def sinfo_text(target: Target) -> tuple[str, ...]:
+    """Every node of the controller, one line per node and partition, in the format of
+    :data:`.parse_text.SINFO_FORMAT` (no ``-p``, as for :func:`squeue_text`)."""
+    return ("sinfo", *target.clusters(), "-a", "-h", "-N", "-o", parse_text.SINFO_FORMAT)
 
 
 def show_reservations(target: Target) -> tuple[str, ...]:

@@ -89,7 +89,7 @@ def number(value: Any) -> int | None:
     raise ValueError(f"not a number: {value!r}")
 
 
-def _hosts(text: Any, what: str) -> tuple[str, ...]:
+def expand_hosts(text: Any, what: str) -> tuple[str, ...]:
     """A hostlist (``a[01-03],b1``) expanded, every name checked."""
     if not text or text in _NULL:
         return ()
@@ -103,7 +103,7 @@ def _hosts(text: Any, what: str) -> tuple[str, ...]:
     return tuple(names)
 
 
-def _safe_name(value: str) -> str:
+def safe_name(value: str) -> str:
     """A Slurm name as a valid Name, bad characters as '_' (others' reservation names only need
     to match between jobs and reservations; the bridge's own names are always valid)."""
     if NAME_PATTERN.fullmatch(value):
@@ -216,16 +216,16 @@ def _job(row: _JobRow, now: int) -> Job | None:
             user=user if isinstance(user, str) else "",
             state=state,
             hosts=count if count is not None and 0 < count < _NO_VAL else 1,
-            host_names=_hosts(row.get("nodes"), f"job {job_id}"),
-            walltime=_walltime(minutes),
+            host_names=expand_hosts(row.get("nodes"), f"job {job_id}"),
+            walltime=walltime_of(minutes),
             start=start,
-            reservation=_safe_name(resv) if isinstance(resv, str) and resv else None,
+            reservation=safe_name(resv) if isinstance(resv, str) and resv else None,
         )
     except ValueError as error:
         raise ValueError(f"squeue --json: job {job_id}: {_why(error)}") from error
 
 
-def _walltime(minutes: int | None) -> int:
+def walltime_of(minutes: int | None) -> int:
     """Seconds of a time_limit; a limit above :data:`MAX_DURATION` (Slurm allows thousands of
     years) holds the hosts as long as the bridge can count, not longer."""
     if not minutes or minutes >= _NO_VAL:
@@ -338,9 +338,9 @@ def reservation_of(  # noqa: PLR0917 - one argument per field Slurm describes
     """One reservation as Slurm describes it (scontrol, slurmrestd or pyslurm), or None when it
     holds no whole node or lies outside the partition asked for: not made in it
     (``in_partition`` false) and holding none of its ``nodes``."""
-    name = _safe_name(name)
+    name = safe_name(name)
     try:
-        host_names = _hosts(node_list, f"reservation {name}")
+        host_names = expand_hosts(node_list, f"reservation {name}")
         count = number(node_count or None) or len(host_names)
         if count <= 0 or (not in_partition and not nodes.intersection(host_names)):
             return None

@@ -41,8 +41,8 @@ class SlurmSettings(BatchSettings):
 
     kind: Literal["slurm"] = "slurm"
     backend: Literal["cli", "rest", "pyslurm"] = "cli"
-    """How to read: the commands' JSON, slurmrestd, or pyslurm. Writes the REST API of Slurm
-    22.05 cannot do (reservations) always go through the commands."""
+    """How to read: the commands (squeue, sinfo, scontrol), slurmrestd, or pyslurm. Writes the
+    REST API of Slurm 22.05 cannot do (reservations) always go through the commands."""
     clusters: tuple[SlurmCluster, ...] = Field(min_length=1, alias="cluster")
     ssh: SshSettings | None = None
     rest: RestSettings | None = None

@@ -182,3 +182,33 @@ def test_unknown_clusters_and_unbound_clusters_are_named(adapter, backend):
     settings = BatchSettings(kind="memory", clusters=(BatchCluster(name="a"),))
     with pytest.raises(AdapterError, match="clusters and bindings differ: b"):
         Clocked(settings, backend, [Binding("a"), Binding("b")])
+
+
+def test_one_cluster_that_cannot_be_read_fails_alone(adapter, backend):
+    """read_all's default reads every cluster; the one that failed raises for itself only, and
+    a snapshot asking for it raises as a read of it alone did (a parser's ValueError as well)."""
+    reads = []
+    original = backend.read
+
+    def read(binding, now):
+        reads.append(binding.name)
+        if binding.name == "a":
+            raise BatchFailure("unreachable", "no")
+        return original(binding, now)
+
+    backend.read = read
+    results = backend.read_all([Binding("a"), Binding("b")], NOW)
+    assert isinstance(results["a"], BatchFailure)
+    assert isinstance(results["b"], tuple)
+    assert reads == ["a", "b"]
+    assert set(adapter.snapshot(["b"]).clusters) == {"b"}
+    with pytest.raises(Unavailable, match=r"^a: no$") as caught:
+        adapter.snapshot()
+    assert caught.value.cluster == "a"
+
+    def garbled(binding, now):
+        raise ValueError("garbled")
+
+    backend.read = garbled
+    with pytest.raises(AdapterError, match=r"^b: garbled$"):
+        adapter.snapshot(["b"])

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from coorm_bridge.adapters.base import ClusterSnapshot, Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.adapters.batch.estimate import estimate_starts
+from coorm_bridge.adapters.load import foreign_load
+from coorm_bridge.core.model import MAX_TIME
+from coorm_bridge.core.profile import Profile
 from coorm_bridge.placement.occupancy import free_profile
 
 NOW = 1_000_000
@@ -73,3 +79,52 @@ def test_down_nodes_shrink_what_can_be_planned_and_free_hosts_count_the_estimate
 def test_nothing_to_estimate_returns_the_same_snapshot():
     shot = snapshot([job("run", JobState.RUNNING, 2, 100, start=NOW)])
     assert estimate_starts(shot) is shot
+
+
+def reference(snapshot):
+    """The plan with immutable profiles, as estimate_starts first made it (its definition)."""
+    missing = [
+        i
+        for i, j in enumerate(snapshot.jobs)
+        if j.state is JobState.PENDING and j.start is None and j.reservation is None
+    ]
+    busy = Profile.from_intervals(len(snapshot.nodes), foreign_load(snapshot, own_prefix=None))
+    free = busy.clamped(0) if busy.min_value() < 0 else busy
+    jobs = list(snapshot.jobs)
+    for i in missing:
+        start = free.earliest_fit(jobs[i].hosts, jobs[i].walltime, snapshot.time)
+        if start is None or start > MAX_TIME - jobs[i].walltime:
+            continue
+        free = free.add(-jobs[i].hosts, start, start + jobs[i].walltime)
+        jobs[i] = jobs[i].model_copy(update={"start": start})
+    return snapshot.model_copy(update={"jobs": tuple(jobs)})
+
+
+@st.composite
+def queues(draw):
+    """Running jobs (possibly over-committing the cluster), pending ones with and without a
+    predicted start, a few shapes repeated (as arrays and scripts make them), reservations."""
+    shapes = draw(st.lists(st.tuples(st.integers(1, 9), st.sampled_from([10, 60, 300, 3600])),
+                           min_size=1, max_size=4))  # fmt: skip
+    jobs = []
+    for k in range(draw(st.integers(0, 6))):
+        hosts, walltime = draw(st.integers(1, 4)), draw(st.integers(1, 5000))
+        jobs.append(job(f"r{k}", JobState.RUNNING, hosts, walltime, start=NOW - 10))
+    for k in range(draw(st.integers(0, 40))):
+        hosts, walltime = draw(
+            st.one_of(st.sampled_from(shapes), st.tuples(st.integers(1, 9), st.integers(1, 5000)))
+        )
+        start = draw(st.one_of(st.none(), st.integers(NOW, NOW + 5000)))
+        jobs.append(job(f"p{k}", JobState.PENDING, hosts, walltime, start=start))
+    reservations = [
+        Reservation(name=f"x{k}", start=s, end=s + length, hosts=draw(st.integers(1, 8)))
+        for k in range(draw(st.integers(0, 3)))
+        for s, length in [(draw(st.integers(NOW - 100, NOW + 4000)), draw(st.integers(1, 2000)))]
+    ]  # fmt: skip
+    return snapshot(jobs, down=draw(st.integers(0, 3)), reservations=reservations)
+
+
+@settings(max_examples=300, deadline=None)
+@given(queues())
+def test_the_plan_is_the_conservative_backfill_of_immutable_profiles(shot):
+    assert estimate_starts(shot) == reference(shot)
