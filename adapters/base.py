@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Self
 
@@ -236,6 +237,12 @@ class Adapter(ABC):
     @abstractmethod
     def snapshot(self, clusters: list[str] | None = None) -> PlatformSnapshot:
         """Nodes, jobs, predicted starts and reservations, now (all clusters when None)."""
+
+    def polled_together(self, clusters: Sequence[str]) -> list[tuple[str, ...]]:
+        """``clusters`` in groups that one :meth:`snapshot` reads at the price of one (the
+        partitions of one Slurm controller): the bridge polls a group at once. By default each
+        cluster is polled on its own, so that a silent one never holds up the others."""
+        return [(cluster,) for cluster in clusters]
 
     @abstractmethod
     def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:

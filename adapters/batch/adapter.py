@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import ClassVar, Generic
 
@@ -86,6 +86,14 @@ class BatchAdapter(Adapter, Generic[B]):
         return Interconnect(links=self.settings.links)
 
     # -- reading ------------------------------------------------------------------------------
+
+    def polled_together(self, clusters: Sequence[str]) -> list[tuple[str, ...]]:
+        """Clusters whose reads share one answer of the batch system (see
+        :meth:`.Backend.source`), in the order given."""
+        groups: dict[Hashable, list[str]] = {}
+        for name in clusters:
+            groups.setdefault(self.backend.source(self._binding(name)), []).append(name)
+        return [tuple(group) for group in groups.values()]
 
     def snapshot(self, clusters: list[str] | None = None) -> PlatformSnapshot:
         """Every cluster read at once (:meth:`.Backend.read_all`: clusters that share a batch

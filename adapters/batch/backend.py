@@ -8,7 +8,7 @@ so that no back-end has to know the adapter interface's error types.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeAlias, TypeVar
 
@@ -86,6 +86,12 @@ class Backend(ABC, Generic[B]):
     @abstractmethod
     def read(self, binding: B, now: int) -> Read:
         """Nodes, jobs (running and pending, with predicted starts) and reservations."""
+
+    def source(self, binding: B) -> Hashable:
+        """Which answer of the batch system a cluster's read comes from: clusters with the same
+        source are read by one call of :meth:`read_all` (the partitions of one Slurm controller).
+        By default each cluster is read on its own."""
+        return binding.name
 
     def read_all(self, bindings: Sequence[B], now: int) -> dict[str, Read | ReadFailure]:
         """:meth:`read` of several clusters, by name: each one's read, or what kept it from being

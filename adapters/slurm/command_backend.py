@@ -14,7 +14,7 @@ reads are unambiguous whatever the controller's zone.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Hashable, Sequence
 
 from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware, Read, ReadFailure
@@ -59,6 +59,10 @@ class CliBackend(Backend[SlurmBinding]):
             ram_per_host_mib=min(parse.number(n.get("real_memory")) or 0 for n in seen.values()),
         )
 
+    def source(self, binding: SlurmBinding) -> Hashable:
+        """One controller: the same environment (SLURM_CONF) and the same ``-M`` cluster."""
+        return (tuple(sorted(binding.env.items())), binding.cluster)
+
     def read(self, binding: SlurmBinding, now: int) -> Read:
         result = self.read_all([binding], now)[binding.name]
         if not isinstance(result, tuple):
@@ -69,10 +73,9 @@ class CliBackend(Backend[SlurmBinding]):
         """One squeue, one sinfo and one scontrol per controller, in text (see
         :mod:`.parse_text`: 20 times cheaper than --json at 10,000 jobs), shared by all the
         partitions configured on it; a controller that fails fails only its own clusters."""
-        controllers: dict[tuple[tuple[tuple[str, str], ...], str | None], list[SlurmBinding]] = {}
+        controllers: dict[Hashable, list[SlurmBinding]] = {}
         for binding in bindings:
-            key = (tuple(sorted(binding.env.items())), binding.cluster)
-            controllers.setdefault(key, []).append(binding)
+            controllers.setdefault(self.source(binding), []).append(binding)
         results: dict[str, Read | ReadFailure] = {}
         for group in controllers.values():
             try:

@@ -1,7 +1,8 @@
 """The bridge's periodic work, on APScheduler: polling, passes, reconciliation (with a re-read of
 the clusters' properties and links), purging.
 
-Each cluster has its own polling job, so that one silent batch system never delays the others;
+Each cluster has its own polling job, so that one silent batch system never delays the others
+(clusters one batch-system answer covers, the partitions of a Slurm controller, share theirs);
 after each poll the job is rescheduled with the poller's delay (backed off while the cluster does
 not answer). The policy job ticks every ``policy.interval`` seconds and runs a pass only when one
 is due, which is how "at most once per interval, when triggered" is kept.
@@ -47,12 +48,13 @@ class Loop:
 
     def start(self) -> None:
         """Poll everything, reconcile, run a first pass, then go on in the background."""
-        for cluster in self.bridge.runner.poller.clusters:
+        groups = [group[0] for group in self.bridge.runner.poller.groups]
+        for cluster in groups:  # with the clusters read with it
             self.bridge.poll(cluster)
         self.bridge.reconcile()
         self.bridge.tick()
         interval = self.bridge.config.policy.interval
-        for cluster in self.bridge.runner.poller.clusters:
+        for cluster in groups:
             delay = self.bridge.runner.poller.delay(cluster)
             self.scheduler.add_job(
                 self._poll, IntervalTrigger(seconds=delay), args=(cluster,), id=f"poll-{cluster}"

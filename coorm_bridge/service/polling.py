@@ -50,29 +50,51 @@ class Poller:
         self.prefix = prefix
         self.interval = interval
         self._status = {name: ClusterStatus() for name in clusters}
+        self._group = {name: group for group in adapter.polled_together(clusters) for name in group}
         self._lock = threading.Lock()
 
     @property
     def clusters(self) -> list[str]:
         return list(self._status)
 
+    @property
+    def groups(self) -> list[tuple[str, ...]]:
+        """The clusters polled together (one batch-system answer for all), each group once."""
+        return list(dict.fromkeys(self._group[name] for name in self._status))
+
     def poll(self, cluster: str) -> bool:
-        """Take a snapshot of ``cluster``; True when its free hosts changed (a pass is due).
+        """Take a snapshot of ``cluster`` and of the clusters read with it (see
+        :meth:`Adapter.polled_together`); True when free hosts changed (a pass is due).
 
         Never raises for the batch system's sake: a failure is counted and reported in health.
+        A group that cannot be read at once is read cluster by cluster, so that a failure
+        stays with the cluster it belongs to.
         """
-        accounted = self._status[cluster].accounted
+        group = self._group.get(cluster, (cluster,))
+        if len(group) > 1:
+            try:
+                shots = self.adapter.snapshot(list(group)).clusters
+                changed = [self._took(name, shots[name]) for name in group]  # every one
+                return any(changed)
+            except (AdapterError, KeyError):
+                pass
+        changed = [self._poll_one(name) for name in group]
+        return any(changed)
+
+    def _poll_one(self, cluster: str) -> bool:
         try:
             shot = self.adapter.snapshot([cluster]).clusters[cluster]
+        except (AdapterError, KeyError) as error:
+            self._failed(cluster, error)
+            return False
+        return self._took(cluster, shot)
+
+    def _took(self, cluster: str, shot: ClusterSnapshot) -> bool:
+        accounted = self._status[cluster].accounted
+        try:
             free = free_profile(shot, self.prefix, accounted)
         except (AdapterError, KeyError) as error:
-            with self._lock:
-                status = self._status[cluster]
-                status.failures += 1
-                status.error = str(error) or type(error).__name__
-                first = status.failures == 1
-            if first:
-                log.warning("cluster %s does not answer: %s", cluster, error)
+            self._failed(cluster, error)
             return False
         with self._lock:
             status = self._status[cluster]
@@ -83,9 +105,20 @@ class Poller:
             status.last_ok, status.failures, status.error = shot.time, 0, None
         return old is None or old.truncated(shot.time) != free.truncated(shot.time)
 
+    def _failed(self, cluster: str, error: Exception) -> None:
+        with self._lock:
+            status = self._status[cluster]
+            status.failures += 1
+            status.error = str(error) or type(error).__name__
+            first = status.failures == 1
+        if first:
+            log.warning("cluster %s does not answer: %s", cluster, error)
+
     def delay(self, cluster: str) -> float:
-        """Seconds until the next poll of ``cluster``: doubled after each failure, capped."""
-        failures = self._status[cluster].failures
+        """Seconds until the next poll of ``cluster`` (and its group): doubled after each
+        failure in a row of every cluster in it, capped."""
+        group = self._group.get(cluster, (cluster,))
+        failures = min(self._status[name].failures for name in group)
         return float(self.interval * min(2**failures, MAX_BACKOFF_FACTOR))
 
     def status(self, cluster: str) -> ClusterStatus:

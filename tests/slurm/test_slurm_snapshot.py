@@ -17,6 +17,7 @@ from coorm_bridge.adapters.slurm import parse
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.service.polling import Poller
 
 pytestmark = pytest.mark.slurm
 
@@ -167,3 +168,18 @@ def test_drained_and_down_nodes_are_seen_in_their_partition(counted, slurm_parti
         for node in (drained, down):
             slurm_partitions.run("scontrol", "update", f"nodename={node}", "state=resume",
                                  check=False)  # fmt: skip
+
+
+def test_the_daemon_polls_the_partitions_of_one_controller_with_one_read(counted, slurm_partitions):
+    """The daemon's poller, not only ``snapshot()``: polling alpha refreshes beta from the same
+    answer, and the loop has one polling job for the controller."""
+    adapter, runner = counted
+    poller = Poller(adapter, list(slurm_partitions.clusters), "coorm-", interval=1.0)
+    assert poller.groups == [tuple(slurm_partitions.clusters)]
+    runner.calls.clear()
+    poller.poll("alpha")
+    assert (runner.calls["squeue"], runner.calls["sinfo"], runner.calls["scontrol"]) == (1, 1, 1)
+    for name in slurm_partitions.clusters:
+        status = poller.status(name)
+        assert status.snapshot is not None
+        assert not status.stale
