@@ -16,6 +16,8 @@ backfill has predicted starts, then times ``SlurmAdapter.snapshot()`` of the two
 clusters, Slurm's commands included, and prints ``slurm_snapshot_e2e jobs=N clusters=2
 seconds=S``: the median of ``--runs`` snapshots (``best=`` the fastest), followed by the times of
 the commands alone. The Slurm is stopped with ``down`` at the end, even on failure.
+Then it times requests to placeholders through a bridge on that queue and prints
+``slurm_request_to_placeholder jobs=N median=S max=S``.
 ``--record FILE`` also saves the queue as the snapshot's squeue read it (gzip'd text).
 
 Goal: both figures under 0.5 s.
@@ -47,6 +49,12 @@ from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.parse import parse_squeue
 from coorm_bridge.adapters.slurm.parse_text import jobs_in, parse_squeue_text
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.model import Filter
+from coorm_bridge.core.policy import PolicyConfig
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.loop import Loop
+from coorm_bridge.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE = ROOT / "tests" / "data" / "slurm" / "squeue_10000.json.gz"
@@ -237,11 +245,51 @@ def end_to_end(args: argparse.Namespace) -> None:
         print(f"# squeue --json median={statistics.median(spent):.3f} best={min(spent):.3f}")
         print(f"# pending={len(pending)} with a start={sum(j.start is not None for j in pending)}"
               f" runs={args.runs}")  # fmt: skip
+        placement_latency(adapter, args.runs)
         if args.record is not None:
             queue = slurm.run(*commands.squeue_text(target))
             args.record.write_bytes(gzip.compress(queue.encode(), 9, mtime=0))
             log(f"queue recorded in {args.record}")
         adapter.close()
+
+
+def placement_latency(adapter: SlurmAdapter, runs: int) -> None:
+    """From a request to its placeholders held in Slurm, through a bridge and its loop, on the
+    full queue: ``runs`` applications one after the other (each withdrawn once held), each
+    wanting 2 hosts on both partitions, placed behind the queue. Prints
+    ``slurm_request_to_placeholder jobs=N median=S max=S``."""
+    folder = Path(tempfile.mkdtemp(prefix="cbbench-"))
+    config = Config(
+        policy=PolicyConfig(interval=0.5, fair_start=5),
+        placement=PlacementSettings(poll_interval=1.0),
+        adapter=adapter.settings,
+    )
+    store = Store(folder / "bridge.sqlite")
+    bridge = Bridge(config, adapter, store)
+    loop = Loop(bridge)
+    loop.start()
+    latencies = []
+    try:
+        for _ in range(runs):
+            sid = bridge.subscribe("root", Filter(clusters=PARTITIONS), "bench").session
+            asked = time.perf_counter()
+            bridge.put_request("root", sid, dict.fromkeys(PARTITIONS, 2), 3600)
+            deadline = asked + 120
+            while len(store.placeholders(sid)) < len(PARTITIONS):
+                if time.perf_counter() > deadline:
+                    raise RuntimeError(f"no placeholders for {sid} within 120 s")
+                time.sleep(0.02)
+            latencies.append(time.perf_counter() - asked)
+            bridge.withdraw("root", sid)
+            while store.placeholders(sid):
+                time.sleep(0.1)
+    finally:
+        loop.stop()
+        store.close()
+        shutil.rmtree(folder, ignore_errors=True)
+    jobs = len({j.id for c in adapter.snapshot().clusters.values() for j in c.jobs})
+    print(f"slurm_request_to_placeholder jobs={jobs} median={statistics.median(latencies):.3f} "
+          f"max={max(latencies):.3f} runs={runs}")  # fmt: skip
 
 
 def main(argv: Sequence[str] | None = None) -> None:

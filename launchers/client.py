@@ -24,7 +24,7 @@ import requests.auth
 from pydantic import TypeAdapter, ValidationError
 from requests_unixsocket.adapters import UnixAdapter
 
-from coorm_bridge.core.messages import CAP, EndedEvent, Event
+from coorm_bridge.core.messages import CAP, EndedEvent, Event, StartEvent
 from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request, describe
 from coorm_bridge.paths import default_socket
 from coorm_bridge.protocol import (
@@ -369,4 +369,22 @@ def _refusal(answer: requests.Response) -> BridgeError:
     return BridgeError(answer.status_code, body.error, body.detail)
 
 
-__all__ = ["BridgeClient", "BridgeError", "BridgeUnreachable", "UntrustedBridge", "base_url"]
+def job_time_limit(start: StartEvent, now: float | None = None, unit: int = 60) -> int:
+    """The time limit, in seconds, to give a job submitted now into ``start``'s placeholders.
+
+    A start event's ``end`` is a hard limit (the next application may be promised the hosts
+    from then on): a job whose limit passes it is refused by the batch system. This is what is
+    left until ``end`` by the host's clock (or ``now``), in whole ``unit`` (Slurm: minutes);
+    0 means too late to submit one.
+    """
+    return start.time_limit(int(time.time() if now is None else now), unit)
+
+
+__all__ = [
+    "BridgeClient",
+    "BridgeError",
+    "BridgeUnreachable",
+    "UntrustedBridge",
+    "base_url",
+    "job_time_limit",
+]

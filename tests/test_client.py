@@ -15,10 +15,16 @@ import requests
 import responses
 from responses import matchers
 
-from coorm_bridge.core.messages import EndedEvent, StartEvent
+from coorm_bridge.core.messages import Allocation, EndedEvent, StartEvent
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import AppState
-from coorm_bridge.launchers.client import BridgeClient, BridgeError, BridgeUnreachable, base_url
+from coorm_bridge.launchers.client import (
+    BridgeClient,
+    BridgeError,
+    BridgeUnreachable,
+    base_url,
+    job_time_limit,
+)
 
 URL = "http://bridge.example:8642"
 TOKEN = "0123456789abcdef0123"
@@ -415,3 +421,13 @@ def test_real_long_poll_outlasts_the_timeout(socket_path: Path):
 def test_missing_socket_is_unreachable(tmp_path: Path):
     with pytest.raises(BridgeUnreachable):
         BridgeClient(str(tmp_path / "absent.sock"), timeout=1.0).health()
+
+
+def test_the_time_limit_offered_never_passes_the_allocations_end():
+    start = StartEvent(
+        seq=3, time=1000, end=1000 + 3599, allocations={"a": Allocation(hosts=["a1"])}
+    )
+    assert job_time_limit(start, now=1000) == 3540  # 59 whole minutes, not 60 rounded up
+    assert job_time_limit(start, now=1000 + 3540) == 0  # less than a minute: too late
+    assert job_time_limit(start, now=5000) == 0
+    assert start.time_limit(1000, unit=1) == 3599

@@ -128,11 +128,24 @@ class ChangeEvent(EventBase):
 
 
 class StartEvent(EventBase):
-    """startNotify: the allocation holds from ``time`` until ``end`` on these hosts."""
+    """startNotify: the allocation holds from ``time`` until ``end`` on these hosts.
+
+    ``end`` is a hard limit: the hosts may be promised to the next application from then on,
+    and a batch system refuses a job into the placeholder whose time limit would pass it (Slurm:
+    "Requested node configuration is not available"). :meth:`time_limit` is the one to ask.
+    """
 
     type: Literal["start"] = "start"
     end: Time
     allocations: dict[Name, Allocation]
+
+    def time_limit(self, now: int, unit: int = 60) -> int:
+        """Seconds of time limit for a job submitted at ``now`` into this allocation: what is
+        left until ``end``, rounded down to whole ``unit`` (Slurm counts minutes and rounds a
+        limit up), 0 when less than one unit is left."""
+        if unit <= 0:
+            raise ValueError("unit must be positive")
+        return max(0, self.end - now) // unit * unit
 
 
 class KilledEvent(EventBase):

@@ -20,6 +20,7 @@ from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.messages import ChangeEvent, StartEvent
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
+from coorm_bridge.launchers.client import job_time_limit
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.loop import Loop
@@ -200,14 +201,15 @@ def launch(site: Site, start: StartEvent) -> dict[str, str]:
     """The launcher's part at ``start``: one job per cluster, in its placeholder, on its hosts,
     with a time limit no later than the allocation's end."""
     jobs = {}
+    walltime = job_time_limit(start, site.adapter.now())
+    assert walltime >= 60
     for cluster, allocation in start.allocations.items():
-        walltime = start.end - site.adapter.now()
         spec = JobSpec(
             name="coupled",
             user=USER,
             argv=("sleep", "60"),
             hosts=len(allocation.hosts),
-            walltime=max(60, walltime // 60 * 60),
+            walltime=walltime,
             reservation=allocation.reservation,
             workdir="/tmp",
         )
