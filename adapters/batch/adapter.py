@@ -193,9 +193,9 @@ class BatchAdapter(Adapter, Generic[B]):
 
     @contextmanager
     def _failures(self, cluster: str, *, reading: bool = False) -> Iterator[None]:
-        """The back-end's failures as the adapter interface's errors. A read that fails means
-        the batch system cannot be used now, whatever it said: the bridge keeps its last
-        snapshot."""
+        """The back-end's failures as the adapter interface's errors, naming the cluster. A
+        read that fails means the batch system cannot be used now, whatever it said: the bridge
+        keeps its last snapshot."""
         try:
             yield
         except BatchFailure as failure:
@@ -211,6 +211,11 @@ class BatchAdapter(Adapter, Generic[B]):
             raise AdapterError(message, cluster=cluster) from failure
         except ValueError as invalid:  # a name the request builders refuse
             raise AdapterError(f"{cluster}: {invalid}", cluster=cluster) from invalid
+        except AdapterError as error:  # the runner's (no answer, no command): say where
+            if error.cluster is not None:
+                raise
+            kind = Unavailable if isinstance(error, Unavailable) else AdapterError
+            raise kind(f"{cluster}: {error}", cluster=cluster) from error
 
 
 class _Gone(AdapterError):

@@ -170,6 +170,15 @@ def test_failures_become_the_interfaces_errors(adapter, backend, kind, error):
         adapter.snapshot(["a"])
 
 
+@pytest.mark.parametrize("error", [Unavailable, AdapterError])
+def test_the_runners_own_errors_name_the_cluster_too(adapter, backend, error):
+    backend.failure = error("sinfo did not answer within 2 s; it said: no slurm.conf")
+    with pytest.raises(error, match=r"^a: sinfo did not answer .*no slurm.conf$") as caught:
+        adapter.create_reservation("a", spec())
+    assert type(caught.value) is error
+    assert caught.value.cluster == "a"
+
+
 def test_a_request_the_back_end_refuses_to_build_is_a_configuration_error(adapter):
     job = JobSpec(name="0.hidden", user="alice", argv=("true",), hosts=1, walltime=60)
     with pytest.raises(AdapterError, match="invalid job name"):
