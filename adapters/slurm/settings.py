@@ -49,6 +49,25 @@ class SlurmSettings(BatchSettings):
     timeout: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 30.0
     """Seconds a command may take before the controller counts as not answering."""
 
+    def local_problems(self) -> list[str]:
+        """Each cluster's slurm_conf must be readable here, unless the commands run over SSH
+        (the file is then on the front-end): Slurm's commands would otherwise wait and retry
+        for a minute before they fail (Slurm 22.05: "s_p_parse_file: cannot stat file")."""
+        if self.ssh is not None:
+            return []
+        problems = []
+        for index, cluster in enumerate(self.clusters):
+            path = cluster.slurm_conf
+            if path is None:
+                continue
+            try:
+                path.open("rb").close()
+            except OSError as error:
+                problems.append(
+                    f"cluster.{index}.slurm_conf: cannot read {str(path)!r}: {error.strerror}"
+                )
+        return problems
+
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         if self.backend == "rest" and self.rest is None:
