@@ -1,6 +1,6 @@
-"""The ``[adapter]`` settings of Slurm that a site gets wrong: a slurm.conf that is not there.
-Refused when the configuration is loaded, naming the file and the key, instead of a daemon that
-waits on Slurm."""
+"""The ``[adapter]`` settings of Slurm that a site gets wrong: clusters mapped twice onto the same
+nodes, a slurm.conf that is not there. Refused when the configuration is loaded, naming the file,
+the key and the clusters, instead of a daemon that waits on Slurm or shows every host twice."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.service.config import ConfigError, load_config
+from coorm_bridge.service.config import ConfigError, load_config, parse_config
 
 HEAD = '[adapter]\nkind = "slurm"\n'
 
@@ -18,6 +18,65 @@ def clusters(*tables: dict[str, str]) -> str:
         "[[adapter.cluster]]\n" + "".join(f'{k} = "{v}"\n' for k, v in table.items())
         for table in tables
     )
+
+
+@pytest.mark.parametrize(
+    ("tables", "words"),
+    [
+        (
+            [
+                {"name": "a", "partition": "alpha", "slurm_conf": "/etc/slurm/s.conf"},
+                {"name": "b", "partition": "alpha", "slurm_conf": "/etc/slurm/./s.conf"},
+            ],
+            ["'a' and 'b'", "both partition 'alpha'", "/etc/slurm"],
+        ),
+        (
+            [
+                {"name": "all", "slurm_conf": "/etc/slurm/s.conf"},
+                {"name": "one", "partition": "alpha", "slurm_conf": "/etc/slurm/s.conf"},
+            ],
+            ["'all' and 'one' overlap", "'all' is the whole controller", "'alpha'"],
+        ),
+        (
+            [{"name": "p", "partition": "beta"}, {"name": "whole"}],
+            ["'p' and 'whole' overlap", "default slurm.conf"],
+        ),
+        (
+            [{"name": "x", "cluster": "c1"}, {"name": "y", "cluster": "c1"}],
+            ["'x' and 'y'", "Slurm cluster 'c1' (-M"],
+        ),
+        (
+            [{"name": "w1"}, {"name": "w2"}],
+            ["'w1' and 'w2' are both the whole controller"],
+        ),
+    ],
+)
+def test_two_clusters_over_the_same_nodes_are_refused_naming_both(tables, words):
+    with pytest.raises(ConfigError) as caught:
+        parse_config(HEAD + clusters(*tables), source="site.toml")
+    message = str(caught.value)
+    assert message.startswith("site.toml: adapter.slurm.cluster: ")
+    for word in words:
+        assert word in message
+
+
+@pytest.mark.parametrize(
+    "tables",
+    [
+        # Two partitions of one controller, the same partition name on two controllers or two
+        # -M clusters, a whole controller beside another controller's partition.
+        [{"name": "a", "partition": "alpha"}, {"name": "b", "partition": "beta"}],
+        [
+            {"name": "a", "partition": "p", "slurm_conf": "/etc/slurm/a.conf"},
+            {"name": "b", "partition": "p", "slurm_conf": "/etc/slurm/b.conf"},
+        ],
+        [{"name": "a", "cluster": "c1", "partition": "p"}, {"name": "b", "cluster": "c2"}],
+        [{"name": "a", "slurm_conf": "/etc/slurm/a.conf"}, {"name": "b", "partition": "p"}],
+    ],
+)
+def test_distinct_nodes_are_accepted(tables):
+    config = parse_config(HEAD + clusters(*tables), source="site.toml")
+    assert [c.name for c in config.adapter.clusters] == [t["name"] for t in tables]
 
 
 def test_a_slurm_conf_missing_here_is_refused_naming_the_file_and_the_key(tmp_path):
