@@ -17,6 +17,7 @@ from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm import commands, parse
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
+from coorm_bridge.adapters.slurm.hardware import hardware_of
 
 
 class CliBackend(Backend[SlurmBinding]):
@@ -39,21 +40,9 @@ class CliBackend(Backend[SlurmBinding]):
     def hardware(self, binding: SlurmBinding) -> Hardware:
         done = self._run(binding, commands.sinfo_json(self._target(binding)))
         try:
-            nodes = json.loads(done.stdout)["nodes"]
-        except (ValueError, KeyError, TypeError) as error:
+            return hardware_of(json.loads(done.stdout)["nodes"], binding.partition)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise BatchFailure("other", f"sinfo --json: unreadable answer: {error}") from error
-        seen = {
-            n["name"]: n
-            for n in nodes
-            if binding.partition is None or binding.partition in n.get("partitions", ())
-        }
-        if not seen:
-            raise BatchFailure("other", f"no node in {binding.partition or 'the cluster'}")
-        return Hardware(
-            hosts=len(seen),
-            cores_per_host=min(parse.number(n.get("cpus")) or 0 for n in seen.values()),
-            ram_per_host_mib=min(parse.number(n.get("real_memory")) or 0 for n in seen.values()),
-        )
 
     def read(
         self, binding: SlurmBinding, now: int

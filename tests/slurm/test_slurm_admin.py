@@ -7,11 +7,12 @@ import time
 
 import pytest
 
-from coorm_bridge.adapters.base import Unavailable
+from coorm_bridge.adapters.base import AdapterError, Unavailable
 from coorm_bridge.adapters.batch.runner import LocalRunner
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
-from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
+from coorm_bridge.adapters.slurm.settings import RestSettings, SlurmCluster, SlurmSettings
 
 pytestmark = pytest.mark.slurm
 
@@ -30,4 +31,33 @@ def test_a_command_that_times_out_passes_on_what_slurm_said(munge_daemon):
     assert str(caught.value).startswith("a: sinfo did not answer within 2 s; it said: ")
     assert "cannot stat file /nonexistent/slurm.conf: No such file or directory" in str(
         caught.value
+    )
+
+
+@pytest.mark.parametrize("backend", ["cli", "rest"])
+@pytest.mark.parametrize(
+    ("partition", "hint"),
+    [("delta", ""), ("Alpha", "; partition names are case-sensitive: did you mean 'alpha'?")],
+)
+def test_a_partition_that_is_not_there_is_named_with_those_that_are(
+    slurm_partitions, backend, partition, hint
+):
+    # Slurm 22.05 ignores -p with --json: before, this was "no node in delta".
+    rest = RestSettings(url=f"unix://{slurm_partitions.rest_socket()}")
+    settings = SlurmSettings(
+        backend=backend,
+        rest=rest if backend == "rest" else None,
+        clusters=(
+            SlurmCluster(name="mine", partition=partition, slurm_conf=slurm_partitions.conf),
+        ),
+    )
+    adapter = make_slurm_adapter(settings)
+    try:
+        with pytest.raises(AdapterError) as caught:
+            adapter.clusters()
+    finally:
+        adapter.close()
+    assert str(caught.value) == (
+        f"mine: Slurm has no partition {partition!r} (or it has no node){hint}; partitions with "
+        "nodes: alpha, beta, gamma"
     )
