@@ -104,7 +104,11 @@ class Loop:
             self._wake_enactor()
 
     def _wake_enactor(self) -> None:
-        """Start a placement run unless one is running; that one then goes round again."""
+        """Start a placement run unless one is running; that one then goes round again.
+
+        The job is added under the rescheduling lock, as polls reschedule theirs: a stop
+        coming in between would otherwise shut the scheduler down, holding the lock add_job
+        needs while it waits for this very job (a deadlock)."""
         with self._rescheduling:
             if self._stopping:
                 return
@@ -112,7 +116,7 @@ class Loop:
                 self._again = True
                 return
             self._enacting = True
-        self.scheduler.add_job(self._enact, id="enact", replace_existing=True)
+            self.scheduler.add_job(self._enact, id="enact", replace_existing=True)
 
     def _enact(self) -> None:
         """Placements run apart from passes: a slow batch system delays them, not the passes
