@@ -21,6 +21,7 @@ from coorm_bridge.adapters.base import (
     ClusterSnapshot,
     JobSpec,
     JobState,
+    LacksRights,
     NotPermitted,
     PlatformSnapshot,
     Refused,
@@ -179,6 +180,11 @@ class BatchAdapter(Adapter, Generic[B]):
         with self._failures(cluster, reading=True):
             return self.backend.job_state(binding, job_id)
 
+    def check_rights(self, cluster: str) -> None:
+        binding = self._binding(cluster)
+        with self._failures(cluster):
+            self.backend.check_rights(binding)
+
     def close(self) -> None:
         self.backend.close()
 
@@ -204,6 +210,8 @@ class BatchAdapter(Adapter, Generic[B]):
                 raise _Gone(message) from failure
             if failure.kind == "unreachable" or reading:
                 raise Unavailable(message, cluster=cluster) from failure
+            if failure.kind == "no_rights":
+                raise LacksRights(message, cluster=cluster, reason=str(failure)) from failure
             if failure.kind in REFUSALS:
                 raise Refused(message, cluster=cluster) from failure
             if failure.kind == "invalid_user":

@@ -12,10 +12,18 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from coorm_bridge.adapters.base import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
+from coorm_bridge.adapters.base import (
+    AdapterError,
+    Job,
+    JobSpec,
+    JobState,
+    Node,
+    Reservation,
+    ReservationSpec,
+)
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
 from coorm_bridge.adapters.batch.runner import Completed, Runner
-from coorm_bridge.adapters.slurm import commands, parse
+from coorm_bridge.adapters.slurm import commands, parse, rights
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.hardware import hardware_of
 
@@ -65,16 +73,65 @@ class CliBackend(Backend[SlurmBinding]):
         return found[0] if found else None
 
     def create_reservation(self, binding: SlurmBinding, spec: ReservationSpec) -> None:
-        self._run(binding, commands.create_reservation(self._target(binding), spec))
+        argv = commands.create_reservation(self._target(binding), spec)
+        self._write(binding, argv, spec.users)
 
     def update_reservation(
         self, binding: SlurmBinding, spec: ReservationSpec, *, begun: bool = False
     ) -> None:
         argv = commands.update_reservation(self._target(binding), spec, begun=begun)
-        self._run(binding, argv)
+        self._write(binding, argv, spec.users)
 
     def delete_reservation(self, binding: SlurmBinding, name: str) -> None:
-        self._run(binding, commands.delete_reservation(self._target(binding), name))
+        self._write(binding, commands.delete_reservation(self._target(binding), name), ())
+
+    # -- rights -------------------------------------------------------------------------------
+
+    def check_rights(self, binding: SlurmBinding) -> None:
+        """The probe of :mod:`.rights`: "Invalid time specified" means this account got past
+        the rights check; "Invalid user id" that it may not create reservations."""
+        target = self._target(binding)
+        try:
+            self._run(binding, rights.probe(target))
+        except BatchFailure as failure:
+            if failure.kind == "invalid_time":
+                return
+            if failure.kind == "invalid_user":
+                raise BatchFailure("no_rights", self._lacking(binding, str(failure))) from failure
+            raise
+        # Never seen (it starts in 2000): made all the same, it is ours to delete.
+        self._run(binding, commands.delete_reservation(target, rights.PROBE_NAME))
+
+    def _write(self, binding: SlurmBinding, argv: Sequence[str], users: Sequence[str]) -> None:
+        """A reservation command; its "Invalid user id" blamed on this account or on ``users``
+        (Slurm 22.05 says the same for both: the probe tells which)."""
+        try:
+            self._run(binding, argv)
+        except BatchFailure as failure:
+            if failure.kind != "invalid_user":
+                raise
+            self.check_rights(binding)  # raises no_rights, or that the probe got no answer
+            named = ", ".join(users) or "none"
+            raise BatchFailure(
+                "invalid_user",
+                f"{failure} (Slurm knows no such user among those allowed: {named}; the "
+                "bridge's own account may create reservations)",
+            ) from failure
+
+    def _lacking(self, binding: SlurmBinding, said: str) -> str:
+        """The remedy for an admin, with the account's and Slurm's names when they can be had
+        (asked only then: this account lacking rights is rare)."""
+        account: str | None = None
+        config: dict[str, str] = {}
+        try:
+            done = self.runner.run(("id", "-un"), env=binding.env, timeout=self.timeout)
+            if done.ok and done.stdout.strip():
+                account = done.stdout.strip()
+            shown = self._run(binding, rights.show_config(self._target(binding)), utc=False)
+            config = rights.config_values(shown.stdout)
+        except (AdapterError, BatchFailure):
+            pass  # the remedy is still worth giving without them
+        return rights.lacking(said, account, config)
 
     def submit(self, binding: SlurmBinding, job: JobSpec) -> str:
         # Not in UTC: sbatch hands its environment to the job, which should keep the site's zone.

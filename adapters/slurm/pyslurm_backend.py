@@ -192,6 +192,9 @@ class PyslurmBackend(Backend[SlurmBinding]):
     def job_state(self, binding: SlurmBinding, job_id: str) -> JobState:
         return self.cli.job_state(binding, job_id)
 
+    def check_rights(self, binding: SlurmBinding) -> None:
+        self.cli.check_rights(binding)
+
     def close(self) -> None:
         self.cli.close()
 

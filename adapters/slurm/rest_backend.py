@@ -177,6 +177,9 @@ class RestBackend(Backend[SlurmBinding]):
     def cancel(self, binding: SlurmBinding, job_id: str) -> None:
         self._commands(binding).cancel(binding, job_id)
 
+    def check_rights(self, binding: SlurmBinding) -> None:
+        self._commands(binding).check_rights(binding)
+
     def close(self) -> None:
         self._http.close()
         self.cli.close()

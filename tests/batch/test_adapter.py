@@ -9,6 +9,7 @@ from coorm_bridge.adapters.base import (
     Job,
     JobSpec,
     JobState,
+    LacksRights,
     Node,
     NotPermitted,
     Refused,
@@ -156,6 +157,7 @@ def test_deleting_what_is_gone_is_not_an_error(adapter):
         ("in_use", Refused),
         ("invalid_time", Refused),
         ("invalid_user", NotPermitted),  # for good: the session it was for ends
+        ("no_rights", LacksRights),  # the bridge's own: an admin must act, no session ends
         ("other", AdapterError),
     ],
 )
