@@ -46,7 +46,9 @@ class Loop:
         )
 
     def start(self) -> None:
-        """Poll everything, reconcile, run a first pass, then go on in the background."""
+        """Check the bridge's rights, poll everything, reconcile, run a first pass, then go on
+        in the background."""
+        self.bridge.check_rights()
         for cluster in self.bridge.runner.poller.clusters:
             self.bridge.poll(cluster)
         self.bridge.reconcile()
