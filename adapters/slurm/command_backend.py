@@ -25,7 +25,7 @@ from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm import commands, parse, rights
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
-from coorm_bridge.adapters.slurm.hardware import hardware_of
+from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of
 
 
 class CliBackend(Backend[SlurmBinding]):
@@ -48,7 +48,9 @@ class CliBackend(Backend[SlurmBinding]):
     def hardware(self, binding: SlurmBinding) -> Hardware:
         done = self._run(binding, commands.sinfo_json(self._target(binding)))
         try:
-            return hardware_of(json.loads(done.stdout)["nodes"], binding.partition)
+            document = json.loads(done.stdout)
+            check_errors(document, "sinfo --json")
+            return hardware_of(document["nodes"], binding.partition)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise BatchFailure("other", f"sinfo --json: unreadable answer: {error}") from error
 

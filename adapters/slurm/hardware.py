@@ -35,6 +35,21 @@ def hardware_of(records: Iterable[Mapping[str, Any]], partition: str | None) -> 
     )
 
 
+def check_errors(document: Mapping[str, Any], what: str) -> None:
+    """A BatchFailure when an answer's ``errors`` are not empty. Slurm 22.05's ``sinfo --json``
+    exits 0 with ``errors: [{"error": "Unspecified error"}]`` and no node when slurmctld does not
+    answer: no node then says nothing of the partition."""
+    errors = document.get("errors")
+    if not errors:
+        return
+    texts = [
+        str(e.get("description") or e.get("error") or e) if isinstance(e, Mapping) else str(e)
+        for e in (errors if isinstance(errors, list) else [errors])
+    ]
+    said = "; ".join(texts)
+    raise BatchFailure(parse.classify_error(said), f"{what}: Slurm reported: {said}")
+
+
 def no_node(partition: str | None, nodes: Iterable[Mapping[str, Any]]) -> str:
     """Why no node was found: the controller has none, or not the partition named."""
     if partition is None:

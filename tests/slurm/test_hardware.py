@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from coorm_bridge.adapters.batch.backend import BatchFailure
-from coorm_bridge.adapters.slurm.hardware import hardware_of
+from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of
 
 NODES = [
     {"name": "a1", "partitions": ["alpha"], "cpus": 4, "real_memory": 2000},
@@ -42,3 +42,11 @@ def test_a_controller_without_nodes_says_so():
         hardware_of([], None)
     with pytest.raises(BatchFailure, match=r"no partition with nodes at all$"):
         hardware_of([], "alpha")
+
+
+def test_an_answer_with_errors_is_a_failure_not_an_empty_partition():
+    # sinfo --json of Slurm 22.05 while slurmctld is down: exit 0, this, and no node.
+    document = {"errors": [{"error": "Unspecified error", "errno": -1}], "nodes": []}
+    with pytest.raises(BatchFailure, match=r"^sinfo --json: Slurm reported: Unspecified error$"):
+        check_errors(document, "sinfo --json")
+    check_errors({"errors": [], "nodes": []}, "sinfo --json")

@@ -3,6 +3,8 @@ Slurm's own words passed through, and where they are not enough, the bridge's.""
 
 from __future__ import annotations
 
+import re
+import socket
 import time
 
 import pytest
@@ -61,3 +63,20 @@ def test_a_partition_that_is_not_there_is_named_with_those_that_are(
         f"mine: Slurm has no partition {partition!r} (or it has no node){hint}; partitions with "
         "nodes: alpha, beta, gamma"
     )
+
+
+def test_a_controller_that_does_not_answer_is_not_taken_for_a_missing_partition(
+    slurm_partitions, tmp_path
+):
+    # Slurm 22.05's sinfo --json, its controller away, exits 0 with an error and no node.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    conf = tmp_path / "slurm.conf"
+    text = slurm_partitions.conf.read_text()
+    conf.write_text(re.sub(r"^SlurmctldPort=.*$", f"SlurmctldPort={port}", text, flags=re.M))
+    settings = SlurmSettings(clusters=(SlurmCluster(name="a", partition="alpha", slurm_conf=conf),))
+    adapter = SlurmAdapter(settings, CliBackend(LocalRunner(), timeout=settings.timeout))
+    with pytest.raises(Unavailable) as caught:
+        adapter.clusters()
+    assert str(caught.value) == "a: sinfo --json: Slurm reported: Unspecified error"
