@@ -191,3 +191,20 @@ def test_status_shows_the_problem_and_its_remedy(tmp_path, monkeypatch, capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("coorm-bridge at unix:///run/coorm-bridge/bridge.sock: degraded")
     assert lines[1] == f"  rights on c1, c2: {REMEDY}"
+
+
+def test_a_placeholder_slurm_lost_waits_for_the_rights_instead_of_killing_its_session(tmp_path):
+    site = Site(tmp_path, denied=set())
+    sid = site.bridge.subscribe("alice", Filter(clusters=("c1", "c2")), None).session
+    site.bridge.put_request("alice", sid, {"c1": 2, "c2": 2}, 1000)
+    site.step(T0 + 1)
+    assert site.store.session(sid).state is AppState.STARTED
+    (held,) = [p for p in site.store.placeholders(sid) if p.cluster == "c1"]
+    MockAdapter.delete_reservation(site.adapter, "c1", held.name)  # the batch system lost it
+    site.adapter.denied = {"c1"}
+    assert site.bridge.reconcile() == {}
+    assert site.store.session(sid).state is AppState.STARTED
+    assert not site.events(sid, "killed")
+    site.adapter.denied = set()
+    assert site.bridge.reconcile() == {"recreated": 1}
+    assert held.name in {r.name for r in site.adapter.snapshot(["c1"]).clusters["c1"].reservations}
