@@ -125,14 +125,17 @@ class CliBackend(Backend[SlurmBinding]):
         (asked only then: this account lacking rights is rare)."""
         account: str | None = None
         config: dict[str, str] = {}
-        try:
+        try:  # where the commands run: here, or on the SSH front-end
             done = self.runner.run(("id", "-un"), env=binding.env, timeout=self.timeout)
-            if done.ok and done.stdout.strip():
-                account = done.stdout.strip()
+            if done.ok:
+                account = done.stdout.strip() or None
+        except AdapterError:
+            pass  # the remedy is still worth giving without it
+        try:
             shown = self._run(binding, rights.show_config(self._target(binding)), utc=False)
             config = rights.config_values(shown.stdout)
         except (AdapterError, BatchFailure):
-            pass  # the remedy is still worth giving without them
+            pass
         return rights.lacking(said, account, config)
 
     def submit(self, binding: SlurmBinding, job: JobSpec) -> str:
