@@ -64,6 +64,16 @@ class NotPermitted(AdapterError):
     the partition): retrying cannot help, so the session it is for ends, and only that one."""
 
 
+class LacksRights(AdapterError):
+    """The batch system will not let the bridge itself do this (Slurm: its account is not an
+    operator): no session is at fault, so none ends; an admin must act, and ``reason`` (the
+    batch system's words and the remedy, without the cluster's name) is what to tell them."""
+
+    def __init__(self, message: str, *, cluster: str | None = None, reason: str = "") -> None:
+        super().__init__(message, cluster=cluster)
+        self.reason = reason or message
+
+
 class NodeState(StrEnum):
     UP = "up"
     DOWN = "down"
@@ -276,6 +286,12 @@ class Adapter(ABC):
     @abstractmethod
     def job_state(self, cluster: str, job_id: str) -> JobState:
         """Where a submitted job stands (UNKNOWN once the batch system has forgotten it)."""
+
+    def check_rights(self, cluster: str) -> None:  # noqa: B027 - optional hook
+        """Raise :class:`LacksRights` when the bridge may not hold reservations on ``cluster``,
+        :class:`Unavailable` when that cannot be told now. Asked at start (so that an admin
+        hears of it before any session fails) and while it lacks them; the default (batch
+        systems that check nothing, the mock) says nothing."""
 
     def now(self) -> int:
         """The batch systems' current time in Unix seconds.

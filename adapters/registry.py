@@ -36,6 +36,13 @@ class AdapterSettings(Frozen):
 
     kind: str
 
+    def local_problems(self) -> list[str]:
+        """``key: why`` for what the settings name on this host and this host lacks (a file
+        that is not there), keys relative to the ``[adapter]`` table. Asked when the daemon
+        loads its configuration, once relative paths are resolved, so that a typo is refused
+        with its key rather than found later as a batch system that does not answer."""
+        return []
+
 
 S = TypeVar("S", bound=AdapterSettings)
 

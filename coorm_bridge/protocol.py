@@ -98,14 +98,31 @@ class ClusterHealth(Frozen):
     error: str | None = None
 
 
+#: "rights": a batch system will not let the bridge's account hold reservations.
+ProblemKind = Literal["rights"]
+
+
+class Problem(Frozen):
+    """Something only an admin can fix. The bridge goes on meanwhile: sessions keep their place
+    and placements are retried, so that they resume by themselves once it is fixed."""
+
+    kind: ProblemKind
+    clusters: tuple[Name, ...]
+    message: str
+    """What the batch system said, why, and what to do."""
+    since: Time
+
+
 class Health(Frozen):
-    """``GET /v1/health``: "degraded" while some batch system does not answer."""
+    """``GET /v1/health``: "degraded" while some batch system does not answer, or a problem
+    only an admin can fix is open (logged once at ERROR when it appeared)."""
 
     status: Literal["ok", "degraded"]
     time: Time
     clusters: dict[Name, ClusterHealth]
     sessions: Annotated[int, Field(ge=0)]
     """Sessions not finished or cancelled."""
+    problems: tuple[Problem, ...] = ()
 
 
 class ErrorBody(Frozen):
@@ -123,6 +140,8 @@ __all__ = [
     "ErrorBody",
     "EventPage",
     "Health",
+    "Problem",
+    "ProblemKind",
     "RequestAnswer",
     "SessionInfo",
     "StateAnswer",

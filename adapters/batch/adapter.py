@@ -22,6 +22,7 @@ from coorm_bridge.adapters.base import (
     ClusterSnapshot,
     JobSpec,
     JobState,
+    LacksRights,
     NotPermitted,
     PlatformSnapshot,
     Refused,
@@ -233,6 +234,11 @@ class BatchAdapter(Adapter, Generic[B]):
         with self._failures(cluster, reading=True):
             return self.backend.job_state(binding, job_id)
 
+    def check_rights(self, cluster: str) -> None:
+        binding = self._binding(cluster)
+        with self._failures(cluster):
+            self.backend.check_rights(binding)
+
     def close(self) -> None:
         self.backend.close()
 
@@ -247,9 +253,9 @@ class BatchAdapter(Adapter, Generic[B]):
 
     @contextmanager
     def _failures(self, cluster: str, *, reading: bool = False) -> Iterator[None]:
-        """The back-end's failures as the adapter interface's errors. A read that fails means
-        the batch system cannot be used now, whatever it said: the bridge keeps its last
-        snapshot."""
+        """The back-end's failures as the adapter interface's errors, naming the cluster. A
+        read that fails means the batch system cannot be used now, whatever it said: the bridge
+        keeps its last snapshot."""
         try:
             yield
         except BatchFailure as failure:
@@ -258,6 +264,8 @@ class BatchAdapter(Adapter, Generic[B]):
                 raise _Gone(message) from failure
             if failure.kind == "unreachable" or reading:
                 raise Unavailable(message, cluster=cluster) from failure
+            if failure.kind == "no_rights":
+                raise LacksRights(message, cluster=cluster, reason=str(failure)) from failure
             if failure.kind in REFUSALS:
                 raise Refused(message, cluster=cluster) from failure
             if failure.kind == "invalid_user":
@@ -265,6 +273,11 @@ class BatchAdapter(Adapter, Generic[B]):
             raise AdapterError(message, cluster=cluster) from failure
         except ValueError as invalid:  # a name the request builders refuse
             raise AdapterError(f"{cluster}: {invalid}", cluster=cluster) from invalid
+        except AdapterError as error:  # the runner's (no answer, no command): say where
+            if error.cluster is not None:
+                raise
+            kind = Unavailable if isinstance(error, Unavailable) else AdapterError
+            raise kind(f"{cluster}: {error}", cluster=cluster) from error
 
 
 class _Gone(AdapterError):

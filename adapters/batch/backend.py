@@ -24,7 +24,10 @@ from coorm_bridge.adapters.base import (
 
 #: Why the batch system said no. "unreachable": no answer (Unavailable); "busy", "overlap",
 #: "in_use", "invalid_time": a conflict the placement loop works around (Refused);
-#: "no_such_reservation" on a delete: already gone (success); the rest: AdapterError.
+#: "invalid_user": it does not know a reservation's user (NotPermitted: that session ends);
+#: "no_rights": it will not let the bridge's own account do it (LacksRights: an admin must
+#: act, no session ends); "no_such_reservation" on a delete: already gone (success); the rest:
+#: AdapterError.
 ErrorKind = Literal[
     "unreachable",
     "busy",
@@ -32,6 +35,7 @@ ErrorKind = Literal[
     "in_use",
     "invalid_time",
     "invalid_user",
+    "no_rights",
     "no_such_reservation",
     "no_such_job",
     "other",
@@ -129,6 +133,10 @@ class Backend(ABC, Generic[B]):
 
     @abstractmethod
     def job_state(self, binding: B, job_id: str) -> JobState: ...
+
+    def check_rights(self, binding: B) -> None:
+        """Raise a ``no_rights`` failure when the batch system will not let this account hold
+        reservations (see :meth:`.Adapter.check_rights`); by default nothing is checked."""
 
     def close(self) -> None:
         """Release connections."""

@@ -63,10 +63,29 @@ class LocalRunner(Runner):
                 list(argv), env=full, capture_output=True, text=True, timeout=timeout, check=False
             )
         except subprocess.TimeoutExpired as error:
-            raise Unavailable(f"{argv[0]} did not answer within {timeout:g} s") from error
+            said = said_so_far(error.stderr)
+            raise Unavailable(f"{argv[0]} did not answer within {timeout:g} s{said}") from error
         except FileNotFoundError as error:
             raise AdapterError(f"{argv[0]} is not installed here") from error
         return Completed(done.returncode, done.stdout, done.stderr)
+
+
+#: How much of what a command printed before it timed out goes into the error, at most.
+SAID_MAX = 600
+
+
+def said_so_far(stderr: bytes | str | None) -> str:
+    """``; it said: ...`` with the last distinct lines a command printed on stderr before it
+    was stopped ("" when none): a command that waits and retries, as Slurm's do for a missing
+    slurm.conf, usually said why. (TimeoutExpired holds bytes even in text mode.)"""
+    text = stderr.decode("utf-8", "replace") if isinstance(stderr, bytes) else stderr or ""
+    lines = list(dict.fromkeys(line.strip() for line in text.splitlines() if line.strip()))
+    said = " / ".join(lines)
+    if not said:
+        return ""
+    if len(said) > SAID_MAX:
+        said = "…" + said[-(SAID_MAX - 1) :]
+    return f"; it said: {said}"
 
 
 @dataclass(frozen=True)
@@ -131,8 +150,10 @@ class SshRunner(Runner):
         variables = [f"{k}={v}" for k, v in {**self.env, **(env or {})}.items()]
         command = shlex.join(["env", *variables, *argv]) if variables else shlex.join(argv)
         client = self._connected()
+        channel: paramiko.Channel | None = None
         try:
             _, stdout, stderr = client.exec_command(command, timeout=timeout)
+            channel = stdout.channel
             out = stdout.read().decode("utf-8", "replace")
             err = stderr.read().decode("utf-8", "replace")
             status = stdout.channel.recv_exit_status()
@@ -141,8 +162,9 @@ class SshRunner(Runner):
             if status == -1 and (transport is None or not transport.is_active()):
                 raise EOFError("the connection closed before the command's exit status")
         except (TimeoutError, EOFError, paramiko.SSHException, OSError) as error:
+            said = _stderr_received(channel) if isinstance(error, TimeoutError) else ""
             self.close()  # a broken connection is reopened by the next command
-            raise Unavailable(f"ssh {self.target.host}: {argv[0]}: {error}") from error
+            raise Unavailable(f"ssh {self.target.host}: {argv[0]}: {error}{said}") from error
         return Completed(status, out, err)
 
     def close(self) -> None:
@@ -150,6 +172,16 @@ class SshRunner(Runner):
             if self._client is not None:
                 self._client.close()
                 self._client = None
+
+
+def _stderr_received(channel: paramiko.Channel | None) -> str:
+    """:func:`said_so_far` of what a timed-out remote command had sent on stderr."""
+    try:
+        if channel is not None and channel.recv_stderr_ready():
+            return said_so_far(channel.recv_stderr(64 * 1024))
+    except (OSError, paramiko.SSHException):
+        pass  # the connection is going: the timeout is news enough
+    return ""
 
 
 def make_runner(ssh: SshSettings | None) -> Runner:

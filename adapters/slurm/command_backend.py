@@ -19,8 +19,9 @@ from collections.abc import Hashable, Sequence
 from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware, Read, ReadFailure
 from coorm_bridge.adapters.batch.runner import Completed, Runner
-from coorm_bridge.adapters.slurm import commands, parse, parse_text
+from coorm_bridge.adapters.slurm import commands, parse, parse_text, rights
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
+from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of
 
 
 class CliBackend(Backend[SlurmBinding]):
@@ -43,21 +44,11 @@ class CliBackend(Backend[SlurmBinding]):
     def hardware(self, binding: SlurmBinding) -> Hardware:
         done = self._run(binding, commands.sinfo_json(self._target(binding)))
         try:
-            nodes = json.loads(done.stdout)["nodes"]
-        except (ValueError, KeyError, TypeError) as error:
+            document = json.loads(done.stdout)
+            check_errors(document, "sinfo --json")
+            return hardware_of(document["nodes"], binding.partition)
+        except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise BatchFailure("other", f"sinfo --json: unreadable answer: {error}") from error
-        seen = {
-            n["name"]: n
-            for n in nodes
-            if binding.partition is None or binding.partition in n.get("partitions", ())
-        }
-        if not seen:
-            raise BatchFailure("other", f"no node in {binding.partition or 'the cluster'}")
-        return Hardware(
-            hosts=len(seen),
-            cores_per_host=min(parse.number(n.get("cpus")) or 0 for n in seen.values()),
-            ram_per_host_mib=min(parse.number(n.get("real_memory")) or 0 for n in seen.values()),
-        )
 
     def source(self, binding: SlurmBinding) -> Hashable:
         """One controller: the same environment (SLURM_CONF) and the same ``-M`` cluster."""
@@ -124,16 +115,68 @@ class CliBackend(Backend[SlurmBinding]):
         return found[0] if found else None
 
     def create_reservation(self, binding: SlurmBinding, spec: ReservationSpec) -> None:
-        self._run(binding, commands.create_reservation(self._target(binding), spec))
+        argv = commands.create_reservation(self._target(binding), spec)
+        self._write(binding, argv, spec.users)
 
     def update_reservation(
         self, binding: SlurmBinding, spec: ReservationSpec, *, begun: bool = False
     ) -> None:
         argv = commands.update_reservation(self._target(binding), spec, begun=begun)
-        self._run(binding, argv)
+        self._write(binding, argv, spec.users)
 
     def delete_reservation(self, binding: SlurmBinding, name: str) -> None:
-        self._run(binding, commands.delete_reservation(self._target(binding), name))
+        self._write(binding, commands.delete_reservation(self._target(binding), name), ())
+
+    # -- rights -------------------------------------------------------------------------------
+
+    def check_rights(self, binding: SlurmBinding) -> None:
+        """The probe of :mod:`.rights`: "Invalid time specified" means this account got past
+        the rights check; "Invalid user id" that it may not create reservations."""
+        target = self._target(binding)
+        try:
+            self._run(binding, rights.probe(target))
+        except BatchFailure as failure:
+            if failure.kind == "invalid_time":
+                return
+            if failure.kind == "invalid_user":
+                raise BatchFailure("no_rights", self._lacking(binding, str(failure))) from failure
+            raise
+        # Never seen (it starts in 2000): made all the same, it is ours to delete.
+        self._run(binding, commands.delete_reservation(target, rights.PROBE_NAME))
+
+    def _write(self, binding: SlurmBinding, argv: Sequence[str], users: Sequence[str]) -> None:
+        """A reservation command; its "Invalid user id" blamed on this account or on ``users``
+        (Slurm 22.05 says the same for both: the probe tells which)."""
+        try:
+            self._run(binding, argv)
+        except BatchFailure as failure:
+            if failure.kind != "invalid_user":
+                raise
+            self.check_rights(binding)  # raises no_rights, or that the probe got no answer
+            named = ", ".join(users) or "none"
+            raise BatchFailure(
+                "invalid_user",
+                f"{failure} (Slurm knows no such user among those allowed: {named}; the "
+                "bridge's own account may create reservations)",
+            ) from failure
+
+    def _lacking(self, binding: SlurmBinding, said: str) -> str:
+        """The remedy for an admin, with the account's and Slurm's names when they can be had
+        (asked only then: this account lacking rights is rare)."""
+        account: str | None = None
+        config: dict[str, str] = {}
+        try:  # where the commands run: here, or on the SSH front-end
+            done = self.runner.run(("id", "-un"), env=binding.env, timeout=self.timeout)
+            if done.ok:
+                account = done.stdout.strip() or None
+        except AdapterError:
+            pass  # the remedy is still worth giving without it
+        try:
+            shown = self._run(binding, rights.show_config(self._target(binding)), utc=False)
+            config = rights.config_values(shown.stdout)
+        except (AdapterError, BatchFailure):
+            pass
+        return rights.lacking(said, account, config)
 
     def submit(self, binding: SlurmBinding, job: JobSpec) -> str:
         # Not in UTC: sbatch hands its environment to the job, which should keep the site's zone.

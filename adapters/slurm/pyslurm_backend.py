@@ -27,6 +27,7 @@ from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
 from coorm_bridge.adapters.slurm import parse
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.hardware import hardware_of
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 
 _VERSION = re.compile(r"(\d+)\.(\d+)")
@@ -123,15 +124,11 @@ class PyslurmBackend(Backend[SlurmBinding]):
         return self._call(lambda: dict(self.pyslurm.node().get()))
 
     def hardware(self, binding: SlurmBinding) -> Hardware:
-        part, every = binding.partition, self._nodes().values()
-        nodes = [n for n in every if part is None or part in (n.get("partitions") or ())]
-        if not nodes:
-            raise BatchFailure("other", f"no node in {binding.partition or 'the cluster'}")
-        return Hardware(
-            hosts=len(nodes),
-            cores_per_host=min(parse.number(n.get("cpus")) or 0 for n in nodes),
-            ram_per_host_mib=min(parse.number(n.get("real_memory")) or 0 for n in nodes),
-        )
+        nodes = [{**n, "name": n.get("name") or name} for name, n in self._nodes().items()]
+        try:
+            return hardware_of(nodes, binding.partition)
+        except ValueError as error:
+            raise BatchFailure("other", f"pyslurm: {error}") from error
 
     def read(
         self, binding: SlurmBinding, now: int
@@ -194,6 +191,9 @@ class PyslurmBackend(Backend[SlurmBinding]):
 
     def job_state(self, binding: SlurmBinding, job_id: str) -> JobState:
         return self.cli.job_state(binding, job_id)
+
+    def check_rights(self, binding: SlurmBinding) -> None:
+        self.cli.check_rights(binding)
 
     def close(self) -> None:
         self.cli.close()

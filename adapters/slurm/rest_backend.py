@@ -40,6 +40,7 @@ from coorm_bridge.adapters.base import Job, JobSpec, JobState, Node, Reservation
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, ErrorKind, Hardware
 from coorm_bridge.adapters.slurm import parse
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
+from coorm_bridge.adapters.slurm.hardware import hardware_of
 from coorm_bridge.adapters.slurm.settings import RestSettings
 
 T = TypeVar("T")
@@ -121,17 +122,9 @@ class RestBackend(Backend[SlurmBinding]):
         return DIALECTS[max(usable)]
 
     def hardware(self, binding: SlurmBinding) -> Hardware:
-        d, partition = self.dialect(binding), binding.partition
+        d = self.dialect(binding)
         nodes = (self._document(d.path(d.nodes)) or {}).get("nodes") or []
-        seen = [n for n in nodes if partition is None or partition in (n.get("partitions") or ())]
-        if not seen:
-            raise BatchFailure("other", f"no node in {partition or 'the cluster'}")
-        keys = ("cpus", "real_memory")
-        cores, ram = _checked(
-            d.nodes, lambda: [min(parse.number(n.get(k)) or 0 for n in seen) for k in keys]
-        )
-        return Hardware(hosts=len({n.get("name") for n in seen}), cores_per_host=cores,
-                        ram_per_host_mib=ram)  # fmt: skip
+        return _checked(d.nodes, lambda: hardware_of(nodes, binding.partition))
 
     def read(
         self, binding: SlurmBinding, now: int
@@ -183,6 +176,9 @@ class RestBackend(Backend[SlurmBinding]):
 
     def cancel(self, binding: SlurmBinding, job_id: str) -> None:
         self._commands(binding).cancel(binding, job_id)
+
+    def check_rights(self, binding: SlurmBinding) -> None:
+        self._commands(binding).check_rights(binding)
 
     def close(self) -> None:
         self._http.close()

@@ -34,6 +34,9 @@ def show_status(url: str | None, token: str | None, ca: str | None = None) -> in
         print(f"coorm-bridge status: {escaped(str(error))}", file=sys.stderr)
         return 1
     print(f"coorm-bridge at {escaped(where)}: {health.status}, time {_clock(health.time)}")
+    for problem in health.problems:  # what only an admin can fix, with the remedy
+        clusters = ", ".join(problem.clusters)
+        print(f"  {problem.kind} on {escaped(clusters)}: {escaped(problem.message)}")
     rows = [
         (
             info.name,

@@ -77,8 +77,16 @@ class BridgeCollector(Collector):
         failures = GaugeMetricFamily(
             "coorm_cluster_poll_failures", "Polls failed in a row.", labels=["cluster"]
         )
+        rights = GaugeMetricFamily(
+            "coorm_cluster_rights",
+            "1 if the batch system lets the bridge hold reservations (0: an admin must grant "
+            "its account the rights; see /v1/health).",
+            labels=["cluster"],
+        )
         for cluster, polled in runner.poller.statuses().items():
             up.add_metric([cluster], 0 if polled.stale else 1)
             failures.add_metric([cluster], polled.failures)
+            rights.add_metric([cluster], 0 if runner.problems.has("rights", cluster) else 1)
         yield up
         yield failures
+        yield rights

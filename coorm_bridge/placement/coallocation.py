@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from coorm_bridge.adapters.base import (
     Adapter,
     AdapterError,
+    LacksRights,
     NotPermitted,
     Refused,
     ReservationHandle,
@@ -43,10 +44,14 @@ class CoAllocationFailed(Exception):
         unavailable: tuple[str, ...] = (),
         leftovers: tuple[tuple[str, str], ...] = (),
         permanent: bool = False,
+        lacking: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__(message)
         self.permanent = permanent
         """A batch system will never hold hosts for this owner: retrying cannot help."""
+        self.lacking = dict(lacking or {})
+        """Per cluster that will not let the bridge itself hold reservations, what an admin
+        must do: not the session's fault, so it keeps its place and retries."""
         self.retry_after = dict(retry_after or {})
         self.unavailable = unavailable
         self.leftovers = leftovers
@@ -110,6 +115,13 @@ def hold(
             raise _rolled_back(
                 adapter, taken, f"{cluster} did not answer: {silent}", unavailable=(cluster,)
             ) from silent
+        except LacksRights as lacking:
+            raise _rolled_back(
+                adapter,
+                taken,
+                f"{cluster} will not let the bridge hold reservations: {lacking.reason}",
+                lacking={cluster: lacking.reason},
+            ) from lacking
         except NotPermitted as never:
             # Say an owner the batch system does not know: nothing can ever be held for this
             # one, but the others' passes must go on.
@@ -144,6 +156,7 @@ def _rolled_back(
     unavailable: tuple[str, ...] = (),
     *,
     permanent: bool = False,
+    lacking: Mapping[str, str] | None = None,
 ) -> CoAllocationFailed:
     left = release(adapter, taken.handles)
     return CoAllocationFailed(
@@ -152,4 +165,5 @@ def _rolled_back(
         unavailable=unavailable,
         leftovers=tuple(left),
         permanent=permanent,
+        lacking=lacking,
     )

@@ -6,7 +6,8 @@ half-made placeholders (REQUESTED) are adopted when the batch system has them, d
 reservations with the bridge's prefix that no session owns are deleted; those a session should
 hold but the batch system lost are re-created on the same hosts; times, sizes and hosts that
 drifted are put back, or the session is told; placeholders of ended sessions go with the next
-enactment.
+enactment. A repair the batch system refuses the bridge itself (no rights) waits for the next
+reconciliation: no session is told it lost anything for that.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from coorm_bridge.adapters.base import AdapterError, Reservation, ReservationSpec
+from coorm_bridge.adapters.base import AdapterError, LacksRights, Reservation, ReservationSpec
 from coorm_bridge.core.states import HOLDING
 from coorm_bridge.placement.placeholders import HELD, RELEASING, REQUESTED, Placeholders
 from coorm_bridge.store import PlaceholderRow
@@ -119,6 +120,8 @@ class Reconciler:
         try:
             handle = self.adapter.update_reservation(placeholder.cluster, spec)
             problem = spec.unmet_by(handle)
+        except LacksRights as lacking:
+            return self._not_now(placeholder, "restored", lacking)
         except AdapterError as error:
             problem = str(error)
         if problem is None:
@@ -136,6 +139,8 @@ class Reconciler:
         try:
             handle = self.adapter.create_reservation(placeholder.cluster, spec)
             problem = spec.unmet_by(handle)
+        except LacksRights as lacking:
+            return self._not_now(placeholder, "re-created", lacking)
         except AdapterError as error:
             problem = str(error)
         else:
@@ -148,6 +153,13 @@ class Reconciler:
             placeholder,
             f"the batch system lost it and it could not be re-created on its hosts: {problem}",
         )
+
+    def _not_now(self, placeholder: PlaceholderRow, what: str, lacking: LacksRights) -> str:
+        """The bridge itself may not repair it: no session pays for that. It is tried again at
+        the next reconciliation, once an admin granted the rights (the bridge's check told them
+        already, at ERROR and in health: not repeated here)."""
+        log.debug("placeholder %s not %s yet: %s", placeholder.name, what, lacking)
+        return "ok"
 
     def _lost(self, placeholder: PlaceholderRow, why: str) -> str:
         """A placeholder that cannot be held as promised: a started session is told (through

@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from pydantic import ValidationError
 
@@ -25,6 +25,7 @@ from coorm_bridge.service.catalogue import catalogue_changes
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound, OverLimit
 from coorm_bridge.service.passes import PassRunner, application_of
+from coorm_bridge.service.problems import check_rights
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import SessionRow
 
@@ -208,10 +209,21 @@ class Bridge:
     # -- the loop ---------------------------------------------------------------------------
 
     def poll(self, cluster: str) -> float:
-        """Snapshot one cluster; returns the seconds until it should be polled again."""
+        """Snapshot one cluster; returns the seconds until it should be polled again. A
+        cluster that refused the bridge its rights is asked again now and then, so that health
+        clears once an admin granted them, even with no session there to retry."""
         if self.runner.poller.poll(cluster):
             self.runner.trigger()
+        if self.runner.problems.due("rights", cluster, self.now()):
+            self.check_rights([cluster])
         return self.runner.poller.delay(cluster)
+
+    def check_rights(self, clusters: Iterable[str] | None = None) -> None:
+        """Whether the batch systems let the bridge hold reservations (at start, before
+        serving): an admin who must grant rights hears of it at once, not at the first
+        session's refusal."""
+        names = self.runner.poller.clusters if clusters is None else clusters
+        check_rights(self.adapter, self.runner.problems, names, self.now())
 
     def plan(self) -> bool:
         """Run a pass if one is due (something changed, or a start, a placement horizon, a
@@ -333,12 +345,14 @@ class Bridge:
             )
             for name, status in self.runner.poller.statuses().items()
         }
-        degraded = any(c.status != "ok" for c in clusters.values())
+        problems = self.runner.problems.listed()
+        degraded = bool(problems) or any(c.status != "ok" for c in clusters.values())
         return Health(
             status="degraded" if degraded else "ok",
             time=self.now(),
             clusters=clusters,
             sessions=len(self.store.sessions(states=ACTIVE)),
+            problems=problems,
         )
 
     def close(self) -> None:

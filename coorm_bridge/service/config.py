@@ -249,6 +249,9 @@ def load_config(path: str | Path | None = None) -> Config:
     except ValueError as error:  # a NUL byte, text that is not UTF-8
         raise ConfigError(f"{str(path)!r}: cannot read the configuration: {error}") from error
     config = parse_config(text, source=str(path), base_dir=path.resolve().parent)
+    missing = config.adapter.local_problems()
+    if missing:
+        raise ConfigError(f"{path}: {'; '.join(f'adapter.{problem}' for problem in missing)}")
     if config.bridge.tokens and mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise ConfigError(
             f"{path}: bridge.tokens: the file is readable by other users; "

@@ -9,8 +9,10 @@ placements down, never the launchers' calls.
 Each session is on its own: a co-allocation that fails is retried later (the session is placed no
 earlier than its next attempt, so those behind it may use the hosts meanwhile, and its launcher
 gets a ``placement_failed`` event with the batch system's reason); one that can never succeed
-ends the session; an unexpected error sets that session aside (``error``), never the others. A
-release that fails (a job still running inside, a silent batch system) is retried with back-off.
+ends the session; one refused because the bridge itself lacks rights ends none: the admin is
+told once (:mod:`.problems`) and the session retries with back-off until they are granted; an
+unexpected error sets that session aside (``error``), never the others. A release that fails (a
+job still running inside, a silent batch system) is retried with back-off.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from coorm_bridge.placement.coallocation import CoAllocationFailed
 from coorm_bridge.placement.placeholders import Placeholders
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.polling import Poller
+from coorm_bridge.service.problems import Problems, check_rights
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.store import SessionRow, Store
 from coorm_bridge.store.rows import PlaceholderRow
@@ -83,6 +86,7 @@ class Enactor:
         poller: Poller,
         recorder: Recorder,
         lock: AbstractContextManager[object],
+        problems: Problems | None = None,
     ) -> None:
         self.config = config
         self.adapter = adapter
@@ -92,6 +96,8 @@ class Enactor:
         self.recorder = recorder
         self.lock = lock
         """The bridge's lock: taken briefly to record an outcome, never across a batch call."""
+        self.problems = problems if problems is not None else Problems()
+        """What an admin must fix (the bridge's rights): told once, asked again on success."""
         self.trigger: Callable[[], None] = lambda: None
         self.order: tuple[str, ...] = ()
         self.intents: dict[str, Intent] = {}
@@ -176,6 +182,10 @@ class Enactor:
         except CoAllocationFailed as failed:
             self._failed(row, failed, now)
             return True
+        # Held (or already held): a cluster thought to refuse the bridge is asked again now.
+        check_rights(
+            self.adapter, self.problems, [c for c in held if self.problems.has("rights", c)], now
+        )
         busy = self._overrun(held) if isinstance(intent, Start) else None
         with self.lock:
             if busy is not None:
@@ -262,22 +272,49 @@ class Enactor:
                     self.trigger()
             return
         assert row.request is not None
-        for cluster in failed.retry_after or failed.unavailable or row.request.nodes:
-            self.poller.poll(cluster)
         old = self.placement.get(row.id)
         failures = 1 if old is None else old.failures + 1
-        hints = [t for t in failed.retry_after.values() if t > now]
-        if failures < self.config.placement.attempts:
-            retry_at = max(hints, default=now + 1)
+        why = str(failed)
+        if failed.lacking:
+            retry_at = self._lacking_rights(row.id, failed.lacking, failures, now)
+            clusters = ", ".join(sorted(failed.lacking))
+            why = (
+                f"the bridge lacks the rights to hold reservations on {clusters}; its admin was "
+                "told (GET /v1/health): this session keeps its place and is tried again until "
+                f"they are granted ({failed})"
+            )
         else:
-            retry_at = max(hints, default=now + self._backoff(failures))
-        log.info("session %s: %s (attempt %d, next at %d)", row.id, failed, failures, retry_at)
+            for cluster in failed.retry_after or failed.unavailable or row.request.nodes:
+                self.poller.poll(cluster)
+            hints = [t for t in failed.retry_after.values() if t > now]
+            if failures < self.config.placement.attempts:
+                retry_at = max(hints, default=now + 1)
+            else:
+                retry_at = max(hints, default=now + self._backoff(failures))
+            log.info("session %s: %s (attempt %d, next at %d)", row.id, failed, failures, retry_at)
         with self.lock:
             self.placement[row.id] = Backoff(failures, retry_at)
             fresh = self.store.session(row.id)
             if fresh is not None and fresh.state in ACTIVE:
-                self.recorder.placement_failed(fresh, str(failed), retry_at, now)
+                self.recorder.placement_failed(fresh, why, retry_at, now)
             self.trigger()
+
+    def _lacking_rights(self, sid: str, lacking: Mapping[str, str], failures: int, now: int) -> int:
+        """The admin is told once (:class:`Problems`); the session backs off from its first
+        failure (retrying at once cannot help) and its own lines go to DEBUG after the first.
+        Returns when to try again."""
+        for cluster, message in lacking.items():
+            self.problems.report("rights", cluster, message, now)
+        retry_at = now + self._backoff(failures + self.config.placement.attempts - 1)
+        log.log(
+            logging.INFO if failures == 1 else logging.DEBUG,
+            "session %s waits: the bridge may not hold reservations on %s (attempt %d, next at %d)",
+            sid,
+            ", ".join(sorted(lacking)),
+            failures,
+            retry_at,
+        )
+        return retry_at
 
     def _backoff(self, failures: int) -> int:
         """Seconds before the next try: the poll interval, doubled with every failure past the

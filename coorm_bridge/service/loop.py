@@ -47,7 +47,9 @@ class Loop:
         )
 
     def start(self) -> None:
-        """Poll everything, reconcile, run a first pass, then go on in the background."""
+        """Check the bridge's rights, poll everything, reconcile, run a first pass, then go on
+        in the background."""
+        self.bridge.check_rights()
         groups = [group[0] for group in self.bridge.runner.poller.groups]
         for cluster in groups:  # with the clusters read with it
             self.bridge.poll(cluster)
@@ -106,7 +108,11 @@ class Loop:
             self._wake_enactor()
 
     def _wake_enactor(self) -> None:
-        """Start a placement run unless one is running; that one then goes round again."""
+        """Start a placement run unless one is running; that one then goes round again.
+
+        The job is added under the rescheduling lock, as polls reschedule theirs: a stop
+        coming in between would otherwise shut the scheduler down, holding the lock add_job
+        needs while it waits for this very job (a deadlock)."""
         with self._rescheduling:
             if self._stopping:
                 return
@@ -114,7 +120,7 @@ class Loop:
                 self._again = True
                 return
             self._enacting = True
-        self.scheduler.add_job(self._enact, id="enact", replace_existing=True)
+            self.scheduler.add_job(self._enact, id="enact", replace_existing=True)
 
     def _enact(self) -> None:
         """Placements run apart from passes: a slow batch system delays them, not the passes

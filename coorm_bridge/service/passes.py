@@ -27,6 +27,7 @@ from coorm_bridge.placement.reconcile import Reconciler
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.enactor import Enactor, Hold, Intent, Release, Shrink, Start
 from coorm_bridge.service.polling import Poller
+from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.store import PlaceholderRow, SessionRow, Store
 
@@ -52,6 +53,7 @@ class PassRunner:
         self.placeholders = Placeholders(adapter, store, prefix)
         self.reconciler = Reconciler(self.placeholders)
         self.recorder = Recorder(store)
+        self.problems = Problems()
         self.enactor = Enactor(
             config=config,
             adapter=adapter,
@@ -60,6 +62,7 @@ class PassRunner:
             poller=self.poller,
             recorder=self.recorder,
             lock=lock,
+            problems=self.problems,
         )
         self.enactor.trigger = self.trigger
         self.passes = 0

@@ -9,6 +9,7 @@ from coorm_bridge.adapters.base import (
     Job,
     JobSpec,
     JobState,
+    LacksRights,
     Node,
     NotPermitted,
     Refused,
@@ -156,6 +157,7 @@ def test_deleting_what_is_gone_is_not_an_error(adapter):
         ("in_use", Refused),
         ("invalid_time", Refused),
         ("invalid_user", NotPermitted),  # for good: the session it was for ends
+        ("no_rights", LacksRights),  # the bridge's own: an admin must act, no session ends
         ("other", AdapterError),
     ],
 )
@@ -168,6 +170,15 @@ def test_failures_become_the_interfaces_errors(adapter, backend, kind, error):
     # Whatever a read failed with, the batch system cannot be used now.
     with pytest.raises(Unavailable):
         adapter.snapshot(["a"])
+
+
+@pytest.mark.parametrize("error", [Unavailable, AdapterError])
+def test_the_runners_own_errors_name_the_cluster_too(adapter, backend, error):
+    backend.failure = error("sinfo did not answer within 2 s; it said: no slurm.conf")
+    with pytest.raises(error, match=r"^a: sinfo did not answer .*no slurm.conf$") as caught:
+        adapter.create_reservation("a", spec())
+    assert type(caught.value) is error
+    assert caught.value.cluster == "a"
 
 
 def test_a_request_the_back_end_refuses_to_build_is_a_configuration_error(adapter):

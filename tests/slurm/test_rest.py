@@ -242,8 +242,10 @@ def test_hardware_comes_from_the_nodes(mocked):
     hardware = rest.hardware(binding("gamma"))
     assert (hardware.hosts, hardware.cores_per_host, hardware.ram_per_host_mib) == (8, 2, 1000)
     assert rest.hardware(binding()).hosts == 24
-    with pytest.raises(SlurmFailure, match="no node in delta"):
+    with pytest.raises(SlurmFailure, match=r"no partition 'delta'.*: alpha, beta, gamma$"):
         rest.hardware(binding("delta"))
+    with pytest.raises(SlurmFailure, match="case-sensitive: did you mean 'gamma'"):
+        rest.hardware(binding("GAMMA"))
 
 
 def test_one_reservation_is_read_by_name(mocked):

@@ -85,13 +85,13 @@ def test_the_demo_co_allocates_on_slurm_through_the_daemon(slurm_partitions):
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_serve_says_why_when_slurm_cannot_be_read_at_start(tmp_path):
+def serve(tmp_path: Path, adapter: str) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``coorm-bridge serve`` on a configuration with this ``[adapter]`` table, expected to stop
+    at once; its result and how long it took."""
     config = tmp_path / "coorm-bridge.toml"
-    config.write_text(
-        '[bridge]\nsocket = "b.sock"\nstate_dir = "state"\n[adapter]\nkind = "slurm"\n'
-        'timeout = 3\n[[adapter.cluster]]\nname = "a"\nslurm_conf = "/nonexistent/slurm.conf"\n'
-    )
+    config.write_text(f'[bridge]\nsocket = "b.sock"\nstate_dir = "state"\n{adapter}')
     script = Path(sys.executable).with_name("coorm-bridge")
+    started = time.monotonic()
     result = subprocess.run(
         [str(script), "serve", "--config", str(config)],
         capture_output=True,
@@ -100,6 +100,32 @@ def test_serve_says_why_when_slurm_cannot_be_read_at_start(tmp_path):
         check=False,
         cwd=tmp_path,
     )
-    assert result.returncode == 1
-    assert "cannot start: the batch system" in result.stderr
     assert "Traceback" not in result.stderr
+    return result, time.monotonic() - started
+
+
+def test_serve_refuses_a_slurm_conf_that_is_not_there_before_asking_slurm(tmp_path):
+    # Before, sinfo waited on it until the command's timeout (30 s) and its words were lost.
+    result, took = serve(
+        tmp_path,
+        '[adapter]\nkind = "slurm"\n[[adapter.cluster]]\nname = "a"\n'
+        'slurm_conf = "/nonexistent/slurm.conf"\n',
+    )
+    assert result.returncode == 2, result.stderr
+    assert took < 15
+    assert result.stderr == (
+        f"coorm-bridge: {tmp_path / 'coorm-bridge.toml'}: adapter.cluster.0.slurm_conf: cannot "
+        "read '/nonexistent/slurm.conf': No such file or directory\n"
+    )
+
+
+def test_serve_says_why_when_slurm_cannot_be_read_at_start(tmp_path):
+    (tmp_path / "slurm.conf").write_text("# nothing: Slurm refuses it at once\n")
+    result, took = serve(
+        tmp_path,
+        '[adapter]\nkind = "slurm"\n[[adapter.cluster]]\nname = "a"\nslurm_conf = "slurm.conf"\n',
+    )
+    assert result.returncode == 1
+    assert took < 30
+    assert "cannot start: the batch system: a: sinfo: " in result.stderr
+    assert "ClusterName needs to be specified" in result.stderr

@@ -344,6 +344,13 @@ def test_a_command_over_its_timeout_is_unavailable_and_the_next_one_works(runner
     assert runner.run(["echo", "next"]).stdout == "next\n"
 
 
+def test_a_timed_out_command_says_what_it_printed_on_stderr(runner):
+    # What Slurm's commands do when slurm.conf is missing on the front-end: say so, and retry.
+    with pytest.raises(Unavailable) as caught:
+        runner.run(["sh", "-c", "echo 'error: no slurm.conf, retrying' >&2; sleep 10"], timeout=1)
+    assert "it said: error: no slurm.conf, retrying" in str(caught.value)
+
+
 def test_an_sshd_that_is_down_is_unavailable(tmp_path):
     with running_sshd(tmp_path) as server:
         target = server.target()
