@@ -23,12 +23,13 @@ from __future__ import annotations
 import re
 import shlex
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
 from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.slurm import parse_text
-from coorm_bridge.core.model import NAME_PATTERN, USER_NAME_PATTERN
+from coorm_bridge.core.model import ENV_NAME_PATTERN, NAME_PATTERN, USER_NAME_PATTERN
 
 #: The environment every command must run with (see the module's docstring).
 ENV: Final[dict[str, str]] = {"TZ": "UTC"}
@@ -38,9 +39,6 @@ TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%S"
 
 #: A job id: digits, with an optional array task suffix (``1234_7``).
 JOB_ID_PATTERN: Final = re.compile(r"^[0-9]{1,20}(?:_[0-9]{1,10})?$")
-
-#: An environment variable name usable in a POSIX shell (``export NAME=...``).
-ENV_NAME_PATTERN: Final = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
@@ -252,11 +250,21 @@ def wrap_script(job: JobSpec) -> str:
     return "\n".join(lines)
 
 
-def sbatch(target: Target, job: JobSpec) -> tuple[str, ...]:
+def sbatch(
+    target: Target,
+    job: JobSpec,
+    *,
+    nodelist: Sequence[str] = (),
+    output: str | None = None,
+    error: str | None = None,
+) -> tuple[str, ...]:
     """``sbatch --parsable``: prints ``ID``, or ``ID;cluster`` with -M (:func:`.parse_job_id`).
 
     ``--time`` is the walltime in whole minutes, rounded up. The job runs as the user who runs
     sbatch: submitting for ``job.user`` is the runner's business (sbatch's ``--uid`` is root only).
+    ``nodelist``: exactly these hosts (``--nodelist``, as many as ``job.hosts``: a launcher
+    deploys on the hosts a start granted); ``output``/``error``: the job's files (sbatch's
+    ``%j`` patterns allowed).
     """
     name = check_name(job.name, "job name")
     if isinstance(job.hosts, bool) or not isinstance(job.hosts, int) or job.hosts <= 0:
@@ -274,6 +282,16 @@ def sbatch(target: Target, job: JobSpec) -> tuple[str, ...]:
         if not job.workdir or _CONTROL.search(job.workdir):
             raise ValueError(f"invalid working directory {job.workdir!r}")
         options.append(f"--chdir={job.workdir}")
+    if nodelist:
+        hosts = [check_name(host, "host name") for host in nodelist]
+        if len(set(hosts)) != job.hosts or len(hosts) != job.hosts:
+            raise ValueError(f"job {name!r} asks for {job.hosts} hosts but names {len(hosts)}")
+        options.append(f"--nodelist={','.join(hosts)}")
+    for option, path in (("--output", output), ("--error", error)):
+        if path is not None:
+            if not path or _CONTROL.search(path):
+                raise ValueError(f"invalid {option[2:]} file {path!r}")
+            options.append(f"{option}={path}")
     script = wrap_script(job)
     return (
         "sbatch",
@@ -283,6 +301,15 @@ def sbatch(target: Target, job: JobSpec) -> tuple[str, ...]:
         *target.partitions(),
         f"--wrap={script}",
     )
+
+
+def show_job(target: Target, job_id: str) -> tuple[str, ...]:
+    """``scontrol -o show job ID``: one line with its state and exit code (:func:`.parse_job`).
+
+    Slurm remembers a finished job for MinJobAge (300 s by default); then it answers "Invalid job
+    id specified" (``no_such_job``). Unlike sacct, it needs no accounting database.
+    """
+    return ("scontrol", *target.clusters(), "-o", "show", "job", check_job_id(job_id))
 
 
 def scancel(target: Target, job_id: str) -> tuple[str, ...]:

@@ -27,7 +27,7 @@ import json
 import re
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 import hostlist  # type: ignore[import-untyped]
 from pydantic import TypeAdapter, ValidationError
@@ -425,3 +425,36 @@ def parse_job_id(stdout: str) -> str:
     if match is None:
         raise ValueError(f"sbatch --parsable: no job id in {stdout!r}")
     return match.group(1)
+
+
+class JobRecord(NamedTuple):
+    """What ``scontrol -o show job`` tells of one job: its state, its exit status once it
+    finished (a signal counts as 128 + its number, as a shell reports it), and its start."""
+
+    state: JobState
+    exit_code: int | None
+    start: int | None
+
+
+_EXIT: Final = re.compile(r"^([0-9]{1,3}):([0-9]{1,3})$")
+
+
+def parse_job(stdout: str) -> JobRecord:
+    """One job of ``scontrol -o show job ID`` (run with :data:`.commands.ENV`); ValueError when
+    the answer holds no job (a ``CLUSTER:`` line before it, with -M, is skipped)."""
+    line = next((ln for ln in stdout.splitlines() if ln.lstrip().startswith("JobId=")), None)
+    if line is None:
+        raise ValueError(f"scontrol show job: no job in {stdout[:200]!r}")
+    fields = _fields(line.strip())
+    state = job_state_of(fields.get("JobState", "").split()[0] if fields.get("JobState") else "")
+    exit_code = None
+    match = _EXIT.match(fields.get("ExitCode", ""))
+    if match is not None and state.finished:
+        code, signal = int(match.group(1)), int(match.group(2))
+        exit_code = 128 + signal if signal else code
+    start_text = fields.get("StartTime", "")
+    try:
+        start = parse_time(start_text) if state is not JobState.PENDING else None
+    except ValueError:
+        start = None  # "Unknown", "None"
+    return JobRecord(state, exit_code, start)

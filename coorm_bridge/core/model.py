@@ -43,6 +43,10 @@ def _check_name(value: str) -> str:
 
 Name = Annotated[str, AfterValidator(_check_name)]
 
+#: Environment variable names a POSIX shell can export (``export NAME=...``): job scripts export
+#: the variables they are given, and a launcher's application file names them.
+ENV_NAME_PATTERN = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+
 #: User names as the system's user database gives them (passwd, LDAP, SSSD, winbind): POSIX
 #: portable names with any case, plus '@' and '.' (``alice@example.org``) and a final '$' (Samba
 #: machine accounts), up to 255 characters (LOGIN_NAME_MAX). They reach batch-system commands

@@ -260,6 +260,36 @@ def test_sbatch_argv() -> None:
     )  # fmt: skip
 
 
+def test_sbatch_on_named_hosts_with_output_files() -> None:
+    job = JobSpec(name="ocean", user="u", argv=("true",), hosts=2, walltime=120)
+    argv = commands.sbatch(
+        Target(partition="alpha"),
+        job,
+        nodelist=("alpha01", "alpha02"),
+        output="/runs/s1/alpha.out",
+        error="/runs/s1/alpha.err",
+    )
+    assert argv[:-1] == (
+        "sbatch", "--parsable", "--job-name=ocean", "--nodes=2", "--time=2",
+        "--nodelist=alpha01,alpha02", "--output=/runs/s1/alpha.out",
+        "--error=/runs/s1/alpha.err", "-p", "alpha",
+    )  # fmt: skip
+    for hosts in (("alpha01",), ("alpha01", "alpha01"), ("alpha01", "a b")):
+        with pytest.raises(ValueError, match="host"):
+            commands.sbatch(Target(), job, nodelist=hosts)
+    for bad in ("", "/runs/a\nb"):
+        with pytest.raises(ValueError, match="output"):
+            commands.sbatch(Target(), job, output=bad)
+
+
+def test_show_job() -> None:
+    assert commands.show_job(Target(cluster="c1"), "42") == (
+        "scontrol", "-M", "c1", "-o", "show", "job", "42",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="job id"):
+        commands.show_job(Target(), "42;rm")
+
+
 @pytest.mark.parametrize(("walltime", "minutes"), [(1, 1), (59, 1), (60, 1), (61, 2), (7200, 120)])
 def test_sbatch_time_is_whole_minutes_rounded_up(walltime: int, minutes: int) -> None:
     job = JobSpec(name="j", user="u", argv=("true",), hosts=1, walltime=walltime)

@@ -476,3 +476,36 @@ def test_one_line_answers() -> None:
     assert parse.parse_job_id("sbatch: warning: x\n46\n") == "46"
     with pytest.raises(ValueError, match="no job id"):
         parse.parse_job_id("Submitted batch job 12")
+
+
+JOB_LINE = (
+    "JobId=17 JobName=ocean UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=1 Nice=0 "
+    "Account=(null) QOS=(null) JobState={state} Reason=None Dependency=(null) Requeue=1 "
+    "Restarts=0 BatchFlag=1 Reboot=0 ExitCode={exit} RunTime=00:00:01 TimeLimit=00:02:00 "
+    "TimeMin=N/A SubmitTime=2026-11-21T09:13:05 EligibleTime=2026-11-21T09:13:05 "
+    "StartTime={start} EndTime=2026-11-21T09:13:08 Partition=alpha "
+    "NodeList=alpha[01-02] Command=(null) WorkDir=/tmp/run dir"
+)
+
+
+@pytest.mark.parametrize(
+    ("state", "exit", "expected"),
+    [
+        ("COMPLETED", "0:0", (JobState.COMPLETED, 0)),
+        ("FAILED", "3:0", (JobState.FAILED, 3)),
+        ("CANCELLED", "0:15", (JobState.CANCELLED, 143)),
+        ("RUNNING", "0:0", (JobState.RUNNING, None)),
+    ],
+)
+def test_parse_job(state: str, exit: str, expected: tuple[JobState, int | None]) -> None:
+    line = JOB_LINE.format(state=state, exit=exit, start="2026-11-21T09:13:07")
+    record = parse.parse_job(f"CLUSTER: c1\n{line}\n")
+    assert (record.state, record.exit_code) == expected
+    assert record.start == utc(2026, 11, 21, 9, 13, 7)
+
+
+def test_parse_job_pending_and_garbage() -> None:
+    line = JOB_LINE.format(state="PENDING", exit="0:0", start="Unknown")
+    assert parse.parse_job(line) == (JobState.PENDING, None, None)
+    with pytest.raises(ValueError, match="no job"):
+        parse.parse_job("slurm_load_jobs error: Invalid job id specified")
