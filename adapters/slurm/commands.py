@@ -312,6 +312,12 @@ def show_job(target: Target, job_id: str) -> tuple[str, ...]:
     return ("scontrol", *target.clusters(), "-o", "show", "job", check_job_id(job_id))
 
 
+def show_node(target: Target, host: str) -> tuple[str, ...]:
+    """``scontrol -o show node HOST``: its ``NodeAddr``, where others reach it
+    (:func:`.parse.node_address`)."""
+    return ("scontrol", *target.clusters(), "-o", "show", "node", check_name(host, "host name"))
+
+
 def scancel(target: Target, job_id: str) -> tuple[str, ...]:
     """``scancel ID`` (a finished or unknown job is not an error for scancel 22.05)."""
     return ("scancel", *target.clusters(), check_job_id(job_id))

@@ -458,3 +458,13 @@ def parse_job(stdout: str) -> JobRecord:
     except ValueError:
         start = None  # "Unknown", "None"
     return JobRecord(state, exit_code, start)
+
+
+def node_address(stdout: str) -> str | None:
+    """The ``NodeAddr`` of ``scontrol -o show node`` (None when absent or unusable): the
+    address a node is reached at, which may differ from its name."""
+    line = next((ln for ln in stdout.splitlines() if ln.lstrip().startswith("NodeName=")), None)
+    if line is None:
+        return None
+    address = _fields(line.strip()).get("NodeAddr", "").split(",")[0].strip()
+    return address if address and re.fullmatch(r"[A-Za-z0-9_.:-]{1,255}", address) else None

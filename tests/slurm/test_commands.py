@@ -288,6 +288,11 @@ def test_show_job() -> None:
     )  # fmt: skip
     with pytest.raises(ValueError, match="job id"):
         commands.show_job(Target(), "42;rm")
+    assert commands.show_node(Target(), "alpha01") == (
+        "scontrol", "-o", "show", "node", "alpha01",
+    )  # fmt: skip
+    with pytest.raises(ValueError, match="host name"):
+        commands.show_node(Target(), "-a")
 
 
 @pytest.mark.parametrize(("walltime", "minutes"), [(1, 1), (59, 1), (60, 1), (61, 2), (7200, 120)])

@@ -509,3 +509,14 @@ def test_parse_job_pending_and_garbage() -> None:
     assert parse.parse_job(line) == (JobState.PENDING, None, None)
     with pytest.raises(ValueError, match="no job"):
         parse.parse_job("slurm_load_jobs error: Invalid job id specified")
+
+
+def test_node_address() -> None:
+    line = (
+        "NodeName=alpha01 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 "
+        "NodeAddr=localhost NodeHostName=localhost Port=7901 Version=22.05.8 OS=Linux"
+    )
+    assert parse.node_address(line + "\n") == "localhost"
+    assert parse.node_address(line.replace("localhost", "10.0.0.7", 1)) == "10.0.0.7"
+    assert parse.node_address("Node alpha99 not found") is None
+    assert parse.node_address(line.replace("NodeAddr=localhost", "NodeAddr=a;b")) is None

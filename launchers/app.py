@@ -1,0 +1,284 @@
+"""The application description ``coorm-launch`` reads: one TOML file, validated with pydantic.
+
+A user writes it by hand, so every mistake is one line naming the file and the key
+(``app.toml: component.1.clusters: ...``), as the daemon's configuration does. It says what to
+run (components: executable, arguments, environment, processes per host, where each may run),
+what to see (the filter), how to choose (the selector and its parameters) and how to deploy
+(the MPI launcher, the run directory, the rendezvous ports). How to submit on each cluster is
+not here: the bridge tells it per cluster (``ClusterInfo.submission``).
+
+Relative paths in the file are taken from the file's folder, so a file can travel with its
+application; executables named without a ``/`` are found on the job's ``PATH``.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+from typing import Annotated, Any, Literal, Self
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from coorm_bridge.core.model import (
+    ENV_NAME_PATTERN,
+    Duration,
+    Filter,
+    Frozen,
+    HostCount,
+    Label,
+    Name,
+    describe,
+)
+
+#: Processes one host may be given: more than any node has cores.
+MAX_PROCESSES_PER_HOST = 65_536
+#: Components of one application: coupled codes, not a workflow of thousands.
+MAX_COMPONENTS = 64
+#: Words and bytes of a command or an environment value: far above any sane command line.
+MAX_WORDS = 4096
+MAX_TEXT = 65_536
+#: What an MPI launcher template may refer to (``{hostfile}``...), filled per cluster.
+TEMPLATE_KEYS = frozenset({"hostfile", "hosts", "processes", "processes_per_host"})
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+#: A selector: an entry-point name, or ``package.module:Class``.
+_SELECTOR = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]{0,127}(?::[A-Za-z_][A-Za-z0-9_.]{0,127})?$")
+#: What the launcher itself puts in every job's environment: a component may not set them.
+RESERVED_ENV = frozenset(
+    {
+        "COORM_RUN_JSON",
+        "COORM_COMPONENT",
+        "COORM_CLUSTER",
+        "COORM_HOSTFILE",
+        "COORM_SESSION",
+        "COORM_RUN_DIR",
+    }
+)
+
+
+_LABEL: TypeAdapter[str] = TypeAdapter(Label)
+
+
+class AppError(Exception):
+    """The application file cannot be used; the message names the file, the key and why."""
+
+
+def _no_nul(value: str) -> str:
+    if "\x00" in value:
+        raise ValueError("holds a NUL byte, which no command line can carry")
+    return value
+
+
+Text = Annotated[str, Field(max_length=MAX_TEXT), AfterValidator(_no_nul)]
+Word = Annotated[str, Field(min_length=1, max_length=MAX_TEXT), AfterValidator(_no_nul)]
+
+
+def _env_name(value: str) -> str:
+    if not ENV_NAME_PATTERN.fullmatch(value):
+        raise ValueError(
+            f"{value!r} is not an environment variable name: letters, digits and '_', "
+            "not starting with a digit"
+        )
+    if value in RESERVED_ENV:
+        raise ValueError(f"{value} is set by coorm-launch for every job")
+    return value
+
+
+def _usable_path(value: Path) -> Path:
+    text = str(value)
+    if "\x00" in text or len(text.encode(errors="surrogateescape")) >= 4096:
+        raise ValueError("is not a path the system accepts (a NUL byte, or too long)")
+    return value
+
+
+EnvName = Annotated[str, AfterValidator(_env_name)]
+PerHost = Annotated[int, Field(gt=0, le=MAX_PROCESSES_PER_HOST, strict=True)]
+Port = Annotated[int, Field(ge=1024, le=65535, strict=True)]
+MpiPreset = Literal["auto", "mpirun", "srun", "none"]
+
+
+def _template(words: tuple[str, ...]) -> tuple[str, ...]:
+    for word in words:
+        for key in _PLACEHOLDER.findall(word):
+            if key not in TEMPLATE_KEYS:
+                raise ValueError(
+                    f"unknown placeholder {{{key}}} in {word!r}: use "
+                    + ", ".join(f"{{{k}}}" for k in sorted(TEMPLATE_KEYS))
+                )
+    return words
+
+
+#: An MPI launcher command before the component's own: the words, with placeholders.
+Template = Annotated[
+    tuple[Word, ...], Field(min_length=1, max_length=MAX_WORDS), AfterValidator(_template)
+]
+
+
+class Component(Frozen):
+    """``[[component]]``: one code of the coupled application (say the ocean, or the coupler).
+
+    It runs on one cluster, or on up to ``max_clusters`` (one part per cluster, as a
+    multi-cluster solver does); each cluster's job runs one component.
+    """
+
+    name: Name
+    command: tuple[Word, ...] = Field(min_length=1, max_length=MAX_WORDS)
+    """The executable and its arguments, as an argument vector (no shell reads it)."""
+    environment: dict[EnvName, Text] = Field(default_factory=dict, max_length=MAX_WORDS)
+    processes_per_host: PerHost | None = None
+    """None: as many as the cluster's hosts have cores."""
+    clusters: tuple[Name, ...] | None = Field(default=None, min_length=1)
+    """Where it may run (None: wherever the filter lets the application see)."""
+    min_hosts: HostCount = 1
+    max_hosts: HostCount | None = None
+    """Hosts over all its clusters."""
+    max_clusters: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
+    mpi: MpiPreset | Template | None = None
+    """This component's MPI launcher, when not the deployment's."""
+
+    @model_validator(mode="after")
+    def _bounds(self) -> Self:
+        if self.max_hosts is not None and self.max_hosts < self.min_hosts:
+            raise ValueError(f"max_hosts ({self.max_hosts}) is below min_hosts ({self.min_hosts})")
+        if self.min_hosts < 1:
+            raise ValueError("min_hosts: a component runs on at least one host")
+        return self
+
+
+class SelectorSpec(Frozen):
+    """``[selector]``: which selector turns views into requests, and its parameters."""
+
+    name: Annotated[str, Field(pattern=_SELECTOR.pattern)] = "rigid"
+    """An entry point of the ``coorm_bridge.selectors`` group, or ``module:Class``."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Checked by the selector itself (``coorm-launch --check`` builds it)."""
+
+
+class Deployment(Frozen):
+    """``[deployment]``: how the components are started once the allocation begins."""
+
+    mpi: MpiPreset | Template = "auto"
+    """``mpirun`` (with a hostfile of ``slots=``), ``srun``, ``none`` (the command alone, once
+    per cluster), ``auto`` (``srun`` on Slurm, ``none`` on the mock), or a template such as
+    ``["mpiexec", "-f", "{hostfile}", "-n", "{processes}"]``."""
+    run_root: Annotated[Path, AfterValidator(_usable_path)] | None = None
+    """Where run directories go (``<run_root>/<session>``); None: ``./coorm-runs``."""
+    ports: tuple[Port, Port] = (40000, 49999)
+    """The range rendezvous ports are picked from, the same way for a given session."""
+    poll_interval: Annotated[float, Field(ge=0.1, le=600, allow_inf_nan=False)] = 2.0
+    """Seconds between two looks at the jobs' states."""
+
+    @field_validator("ports")
+    @classmethod
+    def _ordered(cls, ports: tuple[int, int]) -> tuple[int, int]:
+        if ports[1] < ports[0]:
+            raise ValueError(f"the range ends ({ports[1]}) before it starts ({ports[0]})")
+        return ports
+
+
+class AppSpec(Frozen):
+    """The whole file."""
+
+    name: Label | None = None
+    """The session's label at the bridge (default: the file's name without ``.toml``)."""
+    duration: Duration | None = None
+    """Seconds to ask for; None leaves the duration to the selector (a duration model)."""
+    filter: Filter = Filter()
+    selector: SelectorSpec = SelectorSpec()
+    deployment: Deployment = Deployment()
+    components: tuple[Component, ...] = Field(
+        min_length=1, max_length=MAX_COMPONENTS, alias="component"
+    )
+
+    model_config = Frozen.model_config | {"populate_by_name": True}
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        names = [c.name for c in self.components]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"component names must differ: {', '.join(twice)} repeat")
+        seen = self.filter.clusters
+        if seen is not None:
+            for number, component in enumerate(self.components):
+                hidden = sorted(set(component.clusters or ()) - set(seen))
+                if hidden:
+                    raise ValueError(
+                        f"component.{number}.clusters: {', '.join(hidden)} not in "
+                        f"filter.clusters ({', '.join(seen)}): the application would not see it"
+                    )
+        return self
+
+    @property
+    def subscription_filter(self) -> Filter:
+        """The filter to subscribe with: the file's, limited to the clusters the components
+        may use when every component names its own."""
+        if self.filter.clusters is not None or any(c.clusters is None for c in self.components):
+            return self.filter
+        wanted = sorted({name for c in self.components for name in c.clusters or ()})
+        return self.filter.model_copy(update={"clusters": tuple(wanted)})
+
+    def selector_params(self) -> dict[str, Any]:
+        """The selector's parameters, with the file's ``duration`` when it gives none."""
+        params = dict(self.selector.params)
+        if self.duration is not None:
+            params.setdefault("duration", self.duration)
+        return params
+
+
+def parse_app(text: str, source: str = "<app>", base_dir: Path | None = None) -> AppSpec:
+    """An application description from TOML text; relative paths taken from ``base_dir``."""
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as error:
+        raise AppError(f"{source}: not valid TOML: {error}") from error
+    try:
+        app = AppSpec.model_validate(data)
+    except ValidationError as error:
+        raise AppError(f"{source}: {describe(error)}") from error
+    return _resolved(app, base_dir) if base_dir is not None else app
+
+
+def load_app(path: str | Path) -> AppSpec:
+    """Read an application file (relative paths in it are from its folder)."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise AppError(f"{path}: cannot read the application file: {error.strerror}") from error
+    except ValueError as error:  # not UTF-8, a NUL in the path
+        raise AppError(f"{str(path)!r}: cannot read the application file: {error}") from error
+    app = parse_app(text, source=str(path), base_dir=path.resolve().parent)
+    if app.name is None:
+        try:
+            label = _LABEL.validate_python(path.name.removesuffix(".toml")[:256])
+        except ValidationError:
+            return app  # a file name that is no printable label: the session goes unnamed
+        app = app.model_copy(update={"name": label})
+    return app
+
+
+def _resolved(app: AppSpec, base: Path) -> AppSpec:
+    """Executables given with a ``/`` and a relative run root are read from ``base``."""
+    components = tuple(
+        c.model_copy(update={"command": (_from(base, c.command[0]), *c.command[1:])})
+        for c in app.components
+    )
+    deployment = app.deployment
+    root = deployment.run_root
+    if root is not None and not root.is_absolute():
+        deployment = deployment.model_copy(update={"run_root": base / root})
+    return app.model_copy(update={"components": components, "deployment": deployment})
+
+
+def _from(base: Path, executable: str) -> str:
+    if "/" not in executable or executable.startswith("/"):
+        return executable
+    return str(base / executable)

@@ -1,0 +1,135 @@
+"""Deployment on Slurm: ``sbatch`` into the bridge's placeholder, on exactly the granted hosts.
+
+The job is submitted as the user who runs the launcher (the placeholder lets only that user
+in), on this host or on the cluster's front-end over SSH (known host keys only, the project's
+:class:`~coorm_bridge.adapters.batch.runner.SshRunner`). The argument vector and every check on
+it come from the Slurm adapter's :mod:`~coorm_bridge.adapters.slurm.commands`: the job script
+exports the environment and runs the command, every word quoted. Its state and exit status are
+read with ``scontrol show job`` (no accounting database needed); ``scancel`` stops it.
+
+With a front-end, the run directory must be on a file system the front-end and the nodes share
+with the launcher (a home directory, say): the launcher checks that the front-end sees it.
+"""
+
+from __future__ import annotations
+
+import getpass
+import shlex
+
+from pydantic import ValidationError
+
+from coorm_bridge.adapters.base import AdapterError, JobSpec, Unavailable
+from coorm_bridge.adapters.batch.runner import Completed, LocalRunner, Runner, SshRunner, SshTarget
+from coorm_bridge.adapters.slurm import commands, parse
+from coorm_bridge.adapters.slurm.commands import Target
+from coorm_bridge.core.model import describe
+from coorm_bridge.launchers.deploy.base import (
+    Deployer,
+    DeployError,
+    JobStatus,
+    SubmissionInfo,
+)
+from coorm_bridge.launchers.rundir import JobPlan
+
+#: Seconds one Slurm command may take (slurmctld answers in well under a second; a restart
+#: makes its commands wait about 9 s before they give up).
+TIMEOUT = 30
+
+
+class SlurmDeployer(Deployer):
+    kind = "slurm"
+    unit = 60  # Slurm's --time is in minutes
+
+    def __init__(
+        self, cluster: str, submission: SubmissionInfo, runner: Runner | None = None
+    ) -> None:
+        super().__init__(cluster)
+        self.target = Target(cluster=submission.cluster, partition=submission.partition)
+        env = {} if submission.slurm_conf is None else {"SLURM_CONF": submission.slurm_conf}
+        if runner is None:
+            if submission.front_end is None:
+                runner = LocalRunner(env)
+            else:
+                runner = SshRunner(SshTarget(host=submission.front_end), env)
+        self.runner = runner
+        self.remote = submission.front_end is not None
+
+    def submit(self, plan: JobPlan, time_limit: int) -> str:
+        if self.remote:
+            self._check_shared(plan)
+        try:
+            job = JobSpec(
+                name=plan.component,
+                user=getpass.getuser(),
+                argv=plan.argv,
+                hosts=len(plan.hosts),
+                walltime=time_limit,
+                reservation=plan.reservation,
+                workdir=str(plan.workdir),
+                environment=dict(plan.environment),
+            )
+            argv = commands.sbatch(
+                self.target,
+                job,
+                nodelist=plan.hosts,
+                output=str(plan.stdout),
+                error=str(plan.stderr),
+            )
+        except ValidationError as error:
+            raise DeployError(f"{self.cluster}: cannot submit: {describe(error)}") from None
+        except ValueError as error:
+            raise DeployError(f"{self.cluster}: cannot submit: {error}") from error
+        done = self._run(argv)
+        if not done.ok:
+            raise DeployError(f"{self.cluster}: sbatch refused the job: {_said(done)}")
+        try:
+            return parse.parse_job_id(done.stdout)
+        except ValueError as error:
+            raise DeployError(f"{self.cluster}: {error}") from error
+
+    def status(self, job: str) -> JobStatus:
+        done = self._run(commands.show_job(self.target, job))
+        if not done.ok:
+            if parse.classify_error(done.stderr) == "no_such_job":
+                return JobStatus(
+                    "unknown", None, f"Slurm no longer knows job {job} (past MinJobAge)"
+                )
+            raise DeployError(f"{self.cluster}: scontrol show job {job}: {_said(done)}")
+        try:
+            record = parse.parse_job(done.stdout)
+        except ValueError as error:
+            raise DeployError(f"{self.cluster}: {error}") from error
+        return JobStatus(record.state.value, record.exit_code)
+
+    def cancel(self, job: str) -> None:
+        done = self._run(commands.scancel(self.target, job))
+        if not done.ok:
+            raise DeployError(f"{self.cluster}: scancel {job}: {_said(done)}")
+
+    def address(self, host: str) -> str:
+        """The node's ``NodeAddr`` (its name when Slurm does not say)."""
+        done = self._run(commands.show_node(self.target, host))
+        return (parse.node_address(done.stdout) if done.ok else None) or host
+
+    def close(self) -> None:
+        self.runner.close()
+
+    def _run(self, argv: tuple[str, ...]) -> Completed:
+        try:
+            return self.runner.run(argv, env=commands.ENV, timeout=TIMEOUT)
+        except (Unavailable, AdapterError) as error:
+            raise DeployError(f"{self.cluster}: {error}") from error
+
+    def _check_shared(self, plan: JobPlan) -> None:
+        """The front-end must see the run directory the launcher wrote."""
+        done = self._run(("test", "-r", plan.environment["COORM_RUN_JSON"]))
+        if not done.ok:
+            raise DeployError(
+                f"{self.cluster}: the front-end does not see {shlex.quote(str(plan.workdir))}: "
+                "put deployment.run_root on a file system it shares with this host"
+            )
+
+
+def _said(done: Completed) -> str:
+    text = (done.stderr or done.stdout).strip()
+    return text[-600:] or f"exit status {done.returncode}"

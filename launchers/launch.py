@@ -1,0 +1,129 @@
+"""``coorm-launch APP.toml``: run an application through the bridge (DESIGN §7).
+
+``--check`` reads the file and builds its selector without contacting the bridge: exit status
+0 when the file is usable, 2 with one line naming the file and the key when it is not. Without
+it, the launch loop (:mod:`.loop`) runs: exit status 0 when every component succeeded, 1 when
+the run failed (a component, or the bridge ended the session), 2 for a bad file, 130 when
+interrupted.
+
+This module starts fast: the client, the selector (numpy, for the views), rich (a terminal)
+and each kind of deployment are imported when they are needed, never for ``--help``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from coorm_bridge import __version__
+from coorm_bridge.launchers.app import AppError, AppSpec, load_app
+
+if TYPE_CHECKING:
+    from coorm_bridge.launchers.selection import Selector
+
+EXIT_USAGE = 2
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="coorm-launch",
+        description="Run an application through coorm-bridge: subscribe, select hosts on every "
+        "view, wait for the start, deploy one job per cluster, send done.",
+    )
+    parser.add_argument("app", metavar="APP.toml", help="the application description")
+    parser.add_argument("--version", action="version", version=f"coorm-launch {__version__}")
+    parser.add_argument(
+        "--check", action="store_true", help="validate the file and its selector, then exit"
+    )
+    parser.add_argument(
+        "--url",
+        default=None,
+        help="the bridge: unix:///path or https://host:port (default: $COORM_BRIDGE_URL, "
+        "else your own daemon's socket)",
+    )
+    parser.add_argument(
+        "--token", default=os.environ.get("COORM_BRIDGE_TOKEN"), help="bearer token for TCP"
+    )
+    parser.add_argument("--ca", default=None, metavar="FILE", help="PEM file to verify https")
+    parser.add_argument(
+        "--run-root",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="where run directories go (default: the file's deployment.run_root, "
+        "else ./coorm-runs)",
+    )
+    parser.add_argument(
+        "--plain", action="store_true", help="log lines even on a terminal (no live line)"
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        app = load_app(args.app)
+        selector = _selector(app, Path(args.app))
+    except AppError as error:
+        print(f"coorm-launch: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if args.check:
+        print(f"{args.app}: ok ({len(app.components)} components, selector {app.selector.name})")
+        return 0
+    return _launch(app, selector, args)
+
+
+def _selector(app: AppSpec, path: Path) -> Selector:
+    """The file's selector, built; errors as AppError naming the file. A ``module:Class``
+    selector is looked for next to the application file first."""
+    from coorm_bridge.launchers.selection import SelectorError, build_selector  # noqa: PLC0415
+
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    try:
+        return build_selector(app)
+    except SelectorError as error:
+        raise AppError(f"{path}: {error}") from error
+
+
+def _launch(app: AppSpec, selector: Selector, args: Any) -> int:
+    from coorm_bridge.launchers.client import BridgeClient, BridgeError  # noqa: PLC0415
+    from coorm_bridge.launchers.display import make_display  # noqa: PLC0415
+    from coorm_bridge.launchers.loop import Launch  # noqa: PLC0415
+    from coorm_bridge.launchers.selection import Selection  # noqa: PLC0415
+
+    def connect(**options: Any) -> BridgeClient:
+        return BridgeClient(args.url, token=args.token, verify=args.ca, **options)
+
+    try:
+        connect().close()  # a bad URL is a usage error, before anything is shown
+    except ValueError as error:
+        print(f"coorm-launch: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    launch = Launch(
+        app=app,
+        selection=Selection(selector, app),
+        connect=connect,
+        display=make_display(sys.stdout, plain=True if args.plain else None),
+        run_root=args.run_root,
+    )
+    launch.interrupts.install()
+    try:
+        return launch.run()
+    except BridgeError as error:
+        print(f"coorm-launch: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("coorm-launch: interrupted twice: stopped at once", file=sys.stderr)
+        return 130
+    finally:
+        launch.interrupts.restore()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

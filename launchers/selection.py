@@ -1,0 +1,142 @@
+"""The launcher's side of selection: the current view, kept from ``change`` events, and the
+selector run on it.
+
+The bridge sends a view once in full, then only what changed (paper §III-B: a CHANGE carries a
+cluster's new CAP, its new properties, or its new links): :class:`CurrentView` applies each to
+what the launcher holds. :class:`Selection` runs the selector on every distinct view and
+remembers its answers, so a view seen before costs nothing (the paper's computed configurations
+count the views it really ran on). A request that the components cannot use is refused here,
+before the bridge is asked for hosts the application would leave idle.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+from coorm_bridge.core.messages import CAP, ChangeEvent, ChangeKind
+from coorm_bridge.core.model import ClusterInfo, Interconnect, Request
+from coorm_bridge.launchers.app import AppSpec
+from coorm_bridge.launchers.layout import LayoutError, layout
+
+if TYPE_CHECKING:
+    from coorm_bridge.core.profile import Profile
+
+
+class SelectorError(Exception):
+    """The selector cannot be loaded or built, or it answered something unusable."""
+
+
+class Selector(Protocol):
+    """What the launcher calls (``coorm_bridge.launchers.selectors``' interface)."""
+
+    def select(
+        self,
+        clusters: Mapping[str, ClusterInfo],
+        interconnect: Interconnect,
+        view: Mapping[str, Profile],
+        now: int,
+    ) -> Request | None: ...
+
+
+def build_selector(app: AppSpec) -> Selector:
+    """The file's selector, built from its parameters (and the file's ``duration``)."""
+    from coorm_bridge.launchers.selectors import load_selector  # noqa: PLC0415 - numpy
+
+    name = app.selector.name
+    try:
+        if ":" in name:
+            module, _, attribute = name.partition(":")
+            cls = getattr(importlib.import_module(module), attribute)
+        else:
+            cls = load_selector(name)
+    except (ImportError, AttributeError, LookupError, TypeError) as error:
+        raise SelectorError(f"selector.name: cannot load {name!r}: {error}") from error
+    try:
+        selector: Selector = cls(**app.selector_params())
+    except (TypeError, ValueError) as error:
+        raise SelectorError(f"selector.params: {name} refuses them: {error}") from error
+    return selector
+
+
+@dataclass
+class CurrentView:
+    """What the launcher knows of the clusters it subscribed to, kept up to date by events."""
+
+    clusters: dict[str, ClusterInfo]
+    interconnect: Interconnect
+    caps: dict[str, CAP] = field(default_factory=dict)
+
+    def apply(self, event: ChangeEvent) -> bool:
+        """Apply a ``change`` event; whether anything a selector sees changed."""
+        changed = False
+        for change in event.changes:
+            if change.kind is ChangeKind.AVAILABILITY and change.profile is not None:
+                changed |= self.caps.get(change.cluster) != change.profile
+                self.caps[change.cluster] = change.profile
+            elif change.kind is ChangeKind.INFO and change.info is not None:
+                changed |= self.clusters.get(change.cluster) != change.info
+                self.clusters[change.cluster] = change.info
+            elif change.kind is ChangeKind.INTERCONNECT and change.links is not None:
+                others = [
+                    link for link in self.interconnect.links if change.cluster not in link.clusters
+                ]
+                links = Interconnect(links=(*others, *change.links))
+                changed |= links != self.interconnect
+                self.interconnect = links
+        return changed
+
+    def key(self) -> Hashable:
+        """Equal for equal inputs to the selector: what memoization keys on."""
+        return (
+            tuple(sorted(self.caps.items())),
+            tuple(sorted(self.clusters.items())),
+            self.interconnect,
+        )
+
+    def profiles(self) -> dict[str, Profile]:
+        return {name: cap.profile() for name, cap in self.caps.items() if name in self.clusters}
+
+
+@dataclass
+class Selection:
+    """The selector, memoized on views, and the requests it gave."""
+
+    selector: Selector
+    app: AppSpec
+    answers: dict[Hashable, Request | None] = field(default_factory=dict)
+
+    @property
+    def computed(self) -> int:
+        """Computed configurations: distinct views the selector really ran on."""
+        return len(self.answers)
+
+    def select(self, view: CurrentView, now: int) -> Request | None:
+        """The request for this view (None: the selector keeps the current one)."""
+        key = view.key()
+        if key in self.answers:
+            return self.answers[key]
+        try:
+            request = self.selector.select(view.clusters, view.interconnect, view.profiles(), now)
+        except (ValueError, LookupError, ArithmeticError) as error:
+            raise SelectorError(f"the selector failed on this view: {error}") from error
+        if request is not None:
+            check_request(self.app, request, view.clusters)
+        self.answers[key] = request
+        return request
+
+
+def check_request(app: AppSpec, request: Request, clusters: Mapping[str, Any]) -> None:
+    """SelectorError when the bridge should not be asked for ``request``: clusters the
+    session does not see, or hosts the components cannot use."""
+    unknown = sorted(set(request.nodes) - set(clusters))
+    if unknown:
+        raise SelectorError(f"the selector asked for clusters not in the view: {unknown}")
+    try:
+        layout(app.components, request.nodes)
+    except LayoutError as error:
+        raise SelectorError(
+            f"the selector's request does not fit the components: {error}"
+        ) from error
