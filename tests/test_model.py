@@ -24,7 +24,7 @@ from coorm_bridge.core.messages import (
     StartEvent,
     View,
 )
-from coorm_bridge.core.model import ClusterInfo, Link, Request
+from coorm_bridge.core.model import ClusterInfo, Link, Request, Submission
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import AppState
 
@@ -221,6 +221,28 @@ def test_cluster_info_accepts_good_names(name):
 @pytest.mark.parametrize("hosts", [0, -1, 1.5, True])
 def test_cluster_info_refuses_non_positive_hosts(hosts):
     refused("hosts", lambda: ClusterInfo(name="a", hosts=hosts))
+
+
+def test_cluster_info_says_how_to_submit_or_nothing():
+    assert ClusterInfo(name="a", hosts=4).submission is None  # older adapters, older answers
+    slurm = Submission(kind="slurm", partition="p1", cluster="c1", front_end="fe.example.org")
+    info = ClusterInfo(name="a", hosts=4, submission=slurm)
+    assert ClusterInfo.model_validate_json(info.model_dump_json()) == info
+    assert json.loads(info.model_dump_json())["submission"] == {
+        "kind": "slurm",
+        "partition": "p1",
+        "cluster": "c1",
+        "front_end": "fe.example.org",
+        "slurm_conf": None,
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [("kind", "pbs"), ("partition", "a b"), ("cluster", "-M"), ("front_end", ""), ("x", 1)],
+)
+def test_submission_refuses_what_a_launcher_could_not_use(field, value):
+    refused(field, lambda: Submission.model_validate({"kind": "slurm", field: value}))
 
 
 # -- Change --------------------------------------------------------------------------------------

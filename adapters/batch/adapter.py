@@ -63,13 +63,15 @@ class BatchAdapter(Adapter, Generic[B]):
 
     def clusters(self) -> list[ClusterInfo]:
         """From the batch system's node list (asked once): hosts, the smallest host's cores and
-        RAM; speed and scratch from the settings (batch systems do not know them)."""
+        RAM; speed and scratch from the settings (batch systems do not know them); how to
+        submit there from the binding."""
         with self._lock:
             if self._infos is None:
                 infos = []
                 for cluster in self.settings.clusters:
+                    binding = self.bindings[cluster.name]
                     with self._failures(cluster.name, reading=True):
-                        hardware = self.backend.hardware(self.bindings[cluster.name])
+                        hardware = self.backend.hardware(binding)
                     infos.append(
                         ClusterInfo(
                             name=cluster.name,
@@ -78,6 +80,7 @@ class BatchAdapter(Adapter, Generic[B]):
                             ram_per_host_mib=hardware.ram_per_host_mib,
                             scratch_per_host_mib=cluster.scratch_per_host_mib,
                             speed=cluster.speed,
+                            submission=binding.submission(),
                         )
                     )
                 self._infos = infos

@@ -21,6 +21,7 @@ from coorm_bridge.adapters.base import (
     Reservation,
     ReservationSpec,
 )
+from coorm_bridge.core.model import Submission
 
 #: Why the batch system said no. "unreachable": no answer (Unavailable); "busy", "overlap",
 #: "in_use", "invalid_time": a conflict the placement loop works around (Refused);
@@ -59,6 +60,11 @@ class Binding:
     """
 
     name: str
+
+    def submission(self) -> Submission | None:
+        """How launchers submit jobs to this cluster (``ClusterInfo.submission``), as far as
+        the binding knows; None by default."""
+        return None
 
 
 @dataclass(frozen=True)

@@ -167,6 +167,12 @@ class MockAdapter(Adapter):
         self._call(calls.Cancel(cluster=cluster, job_id=job_id))
 
     @_locked
+    def end_job(self, cluster: str, job_id: str, state: JobState) -> None:
+        """A job's process ended by itself (the front end ran it): the simulated job ends now,
+        ``state`` COMPLETED or FAILED by its exit status; one no longer running stays as it is."""
+        self._call(calls.EndJob(cluster=cluster, job_id=job_id, state=state))
+
+    @_locked
     def job_state(self, cluster: str, job_id: str) -> JobState:
         return self._answering(cluster, self._sync()).job_state(job_id)
 

@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, TypeAdapter
 
-from coorm_bridge.adapters.base import JobSpec, NodeState, ReservationSpec
+from coorm_bridge.adapters.base import JobSpec, JobState, NodeState, ReservationSpec
 from coorm_bridge.core.model import Frozen, Link, Name
 
 
@@ -45,6 +45,16 @@ class Cancel(Frozen):
     op: Literal["cancel"] = "cancel"
     cluster: Name
     job_id: str
+
+
+class EndJob(Frozen):
+    """A job's process ended (the bridge's front end ran it): the simulated job ends with it,
+    instead of at its simulated run time."""
+
+    op: Literal["end_job"] = "end_job"
+    cluster: Name
+    job_id: str
+    state: Literal[JobState.COMPLETED, JobState.FAILED]
 
 
 class SetNodeState(Frozen):
@@ -104,6 +114,7 @@ Call = Annotated[
     | DeleteReservation
     | Submit
     | Cancel
+    | EndJob
     | SetNodeState
     | Upgrade
     | SetLinks

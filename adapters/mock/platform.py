@@ -26,7 +26,7 @@ from coorm_bridge.adapters.mock.limits import (
     at_most,
 )
 from coorm_bridge.adapters.mock.scheduler import SchedulingPolicy
-from coorm_bridge.core.model import ClusterInfo, Frozen, Link, Name, describe
+from coorm_bridge.core.model import ClusterInfo, Frozen, Link, Name, Submission, describe
 
 DEFAULT_PLATFORM = "default_platform.toml"
 
@@ -49,9 +49,19 @@ class ClusterSpec(ClusterInfo):
     ram_per_host_mib: Size = 0
     scratch_per_host_mib: Size = 0
 
+    @model_validator(mode="after")
+    def _no_submission(self) -> Self:
+        if self.submission is not None:
+            raise ValueError(
+                "submission is not a platform setting: jobs go to the mock's own front end"
+            )
+        return self
+
     def info(self) -> ClusterInfo:
-        """What launchers see: the cluster, without how the simulation schedules it."""
-        return ClusterInfo.model_validate(self.model_dump(exclude={"policy"}))
+        """What launchers see: the cluster, without how the simulation schedules it, and how
+        to submit there (the bridge's front end: the simulated batch system has none)."""
+        info = self.model_dump(exclude={"policy"}) | {"submission": Submission(kind="mock")}
+        return ClusterInfo.model_validate(info)
 
     def host_names(self) -> list[str]:
         width = len(str(self.hosts - 1))
@@ -157,7 +167,11 @@ class PlatformSpec(Frozen):
         """A digest of everything the simulation's history depends on: the description and the
         content of its traces, not where the files are nor their comments. Saved state is
         replayed only onto a platform with the same identity (see :mod:`.journal`)."""
-        data = self.model_dump(mode="json", exclude={"base_dir"})
+        # Fields added since platforms were first saved are left out at their defaults, so
+        # that a platform saved before them keeps its identity.
+        data = self.model_dump(
+            mode="json", exclude={"base_dir": True, "clusters": {"__all__": {"submission"}}}
+        )
         for load, dumped in zip(self.loads, data["loads"], strict=True):
             if isinstance(load, TraceLoad):
                 path = self.trace_path(load)

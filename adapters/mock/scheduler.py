@@ -165,6 +165,14 @@ class LocalScheduler(ReservationsMixin, BackfillingMixin):
             self._end_job(job, JobState.CANCELLED)
         self._settle()
 
+    def end(self, job_id: str, state: JobState) -> None:
+        """A running job's process ended by itself: it ends now in ``state`` (completed or
+        failed, by its exit status). A job no longer running: nothing; unknown: KeyError."""
+        job = self._jobs[job_id]
+        if job.state is JobState.RUNNING:
+            self._end_job(job, state)
+            self._settle()
+
     def job(self, job_id: str) -> Job:
         """A pending or running job as :class:`Job`; KeyError for any other."""
         job = self._jobs.get(job_id)

@@ -126,6 +126,12 @@ class Simulation:
                 except KeyError:
                     raise AdapterError(f"no job {job_id} on {cluster}", cluster=cluster) from None
                 return None
+            case calls.EndJob(cluster=cluster, job_id=job_id, state=state):
+                try:
+                    self.answering(cluster, now).end(job_id, state)
+                except KeyError:
+                    raise AdapterError(f"no job {job_id} on {cluster}", cluster=cluster) from None
+                return None
             case calls.Upgrade(cluster=cluster, properties=properties):
                 return self._upgrade(cluster, properties)
             case _:

@@ -15,4 +15,6 @@ class SlurmAdapter(BatchAdapter[SlurmBinding]):
     system = "Slurm"
 
     def __init__(self, settings: SlurmSettings, backend: Backend[SlurmBinding]) -> None:
-        super().__init__(settings, backend, [binding_of(c) for c in settings.clusters])
+        front_end = None if settings.ssh is None else settings.ssh.host
+        bindings = [binding_of(c, front_end) for c in settings.clusters]
+        super().__init__(settings, backend, bindings)

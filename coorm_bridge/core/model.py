@@ -14,7 +14,7 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import (
     AfterValidator,
@@ -133,6 +133,26 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+class Submission(Frozen):
+    """How a launcher submits its jobs into the bridge's reservations on one cluster.
+
+    The bridge holds the reservations; a launcher runs the jobs. It needs to know which batch
+    system takes them and where its commands run: ``kind`` "mock" means the bridge's own front
+    end takes them (``POST /v1/sessions/{id}/jobs``); "slurm" and "oar" mean the batch system's
+    own commands (``sbatch --reservation``), on ``front_end`` over SSH or on the bridge's host.
+    """
+
+    kind: Literal["mock", "slurm", "oar"]
+    partition: Name | None = None
+    """Slurm: the partition to submit to (``-p``)."""
+    cluster: Name | None = None
+    """Slurm: the cluster of a slurmdbd multi-cluster setup (``-M``)."""
+    front_end: Annotated[str, Field(min_length=1, max_length=255)] | None = None
+    """The host where the batch commands run (over SSH); None: the bridge's host."""
+    slurm_conf: Annotated[str, Field(min_length=1, max_length=4095)] | None = None
+    """Slurm: the ``SLURM_CONF`` to run the commands with, on the front end."""
+
+
 class ClusterInfo(Frozen):
     """CINFO: the static properties of one cluster."""
 
@@ -142,6 +162,8 @@ class ClusterInfo(Frozen):
     ram_per_host_mib: MiB = 0
     scratch_per_host_mib: MiB = 0
     speed: Speed = 1.0
+    submission: Submission | None = None
+    """How to submit jobs there (None: an adapter that does not say)."""
 
 
 class Link(Frozen):

@@ -20,6 +20,7 @@ from coorm_bridge.adapters.base import (
 from coorm_bridge.adapters.batch.adapter import BatchAdapter
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Binding, Hardware
 from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
+from coorm_bridge.core.model import Submission
 
 NOW = 1_000_000
 
@@ -119,6 +120,18 @@ def test_the_catalogue_is_read_once_and_completed_from_the_settings(adapter, bac
         ("a", 4, 8, 2.0),
         ("b", 4, 8, 1.0),
     ]
+
+
+def test_each_cluster_says_how_to_submit_as_its_binding_tells(backend):
+    class Told(Binding):
+        def submission(self) -> Submission:
+            return Submission(kind="slurm", partition=self.name)
+
+    clusters = (BatchCluster(name="a"), BatchCluster(name="b"))
+    settings = BatchSettings(kind="memory", clusters=clusters)
+    adapter = Clocked(settings, backend, [Told("a"), Binding("b")])
+    infos = {c.name: c.submission for c in adapter.clusters()}
+    assert infos == {"a": Submission(kind="slurm", partition="a"), "b": None}
 
 
 def test_a_pending_job_without_a_start_gets_one(adapter):

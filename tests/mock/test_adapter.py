@@ -287,3 +287,26 @@ def test_concurrent_callers_never_enter_the_simulation_together():
         assert len(ids) == len(set(ids))
     finally:
         clock.close()
+
+
+def test_a_job_whose_process_ended_ends_in_the_simulation_with_its_state():
+    platform = small()
+    platform.create_reservation("a", resa("r", T0, T0 + 3600, 4))
+    # A front end's job: its simulated run time is longer than its walltime (it runs until
+    # its process ends), so that reaching the limit is a failure, as a killed job is.
+    first = platform.submit("a", job(4, 600, "r", runtime=601))
+    second = platform.submit("a", job(4, 600, "r", runtime=601))
+    platform.run_until(T0 + 100)
+    assert platform.job_state("a", first) is JobState.RUNNING
+    assert platform.job_state("a", second) is JobState.PENDING
+    platform.end_job("a", first, JobState.COMPLETED)
+    assert platform.job_state("a", first) is JobState.COMPLETED
+    # Its hosts are free at once: the next job of the reservation starts now, not at 600.
+    (running,) = [j for j in platform.snapshot(["a"]).clusters["a"].jobs if j.id == second]
+    assert (running.state, running.start) == (JobState.RUNNING, T0 + 100)
+    platform.run_until(T0 + 100 + 600)
+    assert platform.job_state("a", second) is JobState.FAILED  # killed at its limit
+    platform.end_job("a", second, JobState.COMPLETED)  # too late: it stays as it ended
+    assert platform.job_state("a", second) is JobState.FAILED
+    with pytest.raises(AdapterError, match=r"no job a\.99"):
+        platform.end_job("a", "a.99", JobState.FAILED)

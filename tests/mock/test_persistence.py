@@ -68,6 +68,7 @@ def drive(platform: MockAdapter, seed: int, steps: int, poll: bool) -> int:
     rng = random.Random(seed)
     polls = random.Random(-seed)  # apart: polling or not, the same calls come
     clusters = [c.name for c in platform.clusters()]
+    submitted: list[tuple[str, str]] = []
     done = 0
     for i in range(steps):
         t = platform.now() + rng.randint(0, 900)
@@ -118,7 +119,14 @@ def drive(platform: MockAdapter, seed: int, steps: int, poll: bool) -> int:
                 job_id = platform.submit(cluster, job)
                 if rng.random() < 0.3:
                     platform.cancel(cluster, job_id)
-            elif kind < 0.85:
+                elif rng.random() < 0.5:
+                    submitted.append((cluster, job_id))
+            elif kind < 0.8 and submitted:
+                # A front end's process exits: the simulated job ends with it, if still running.
+                where, job_id = submitted.pop(rng.randrange(len(submitted)))
+                ended = rng.choice([JobState.COMPLETED, JobState.FAILED])
+                platform.end_job(where, job_id, ended)
+            elif kind < 0.87:
                 host = rng.choice(shot.nodes).name
                 state = rng.choice(list(NodeState))
                 at = None if rng.random() < 0.5 else t + rng.randint(0, 1000)

@@ -11,6 +11,7 @@ from coorm_bridge.adapters.mock.platform import (
     load_platform,
     parse_platform,
 )
+from coorm_bridge.core.model import Submission
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -121,3 +122,18 @@ def test_errors_name_the_file_and_the_key(tmp_path, text, where):
 def test_missing_file_is_a_clear_error(tmp_path):
     with pytest.raises(AdapterError, match="cannot read the platform file"):
         load_platform(tmp_path / "nope.toml")
+
+
+def test_launchers_are_told_to_submit_through_the_bridge_and_the_file_cannot_say_otherwise():
+    spec = parse_platform('[[cluster]]\nname = "c"\nhosts = 2\n')
+    assert spec.clusters[0].info().submission == Submission(kind="mock")
+    with pytest.raises(AdapterError, match=r"cluster\.0.*submission is not a platform setting"):
+        parse_platform('[[cluster]]\nname = "c"\nhosts = 2\nsubmission = {kind = "slurm"}\n')
+
+
+def test_a_platform_saved_before_submissions_keeps_its_identity():
+    # The digest this platform had before ClusterInfo.submission existed: a daemon upgraded
+    # over a saved platform must resume it, not refuse it as another one.
+    text = '[[cluster]]\nname = "c1"\nhosts = 8\n[[cluster]]\nname = "c2"\nhosts = 4\n'
+    spec = parse_platform(text)
+    assert spec.identity() == "7e3bea10408a45d9103bf4ffa2fb3c71fc9a6d0b02851eb6fa2a890edcabde93"

@@ -19,7 +19,7 @@ import pytest
 from coorm_bridge.adapters.base import JobSpec, JobState, Refused, ReservationSpec
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
-from coorm_bridge.core.model import Filter
+from coorm_bridge.core.model import Filter, Submission
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.placement.occupancy import free_profile
 from coorm_bridge.service.bridge import Bridge
@@ -248,6 +248,11 @@ def test_multi_cluster_addressing_with_dash_m_sees_each_cluster(slurm_clusters):
     )
     adapter = make_slurm_adapter(settings)
     try:
+        conf = str(slurm_clusters.confs[a])
+        assert {c.name: c.submission for c in adapter.clusters()} == {
+            "first": Submission(kind="slurm", cluster=a, slurm_conf=conf),
+            "second": Submission(kind="slurm", cluster=b, slurm_conf=conf),
+        }
         job = adapter.submit("second", sleeper(hosts=2))
         shot = adapter.snapshot()
         assert {n.name for n in shot.clusters["first"].nodes} == set(slurm_clusters.nodes[a])

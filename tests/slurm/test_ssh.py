@@ -411,6 +411,9 @@ def test_the_slurm_adapter_over_ssh_sees_and_does_what_the_local_one_does(slurm_
         assert {c.name: c.hosts for c in remote.clusters()} == {
             c.name: c.hosts for c in local.clusters()
         }
+        # Launchers are told to submit where the bridge's commands run: on the front end.
+        assert {c.submission.front_end for c in remote.clusters() if c.submission} == {"127.0.0.1"}
+        assert {c.submission.front_end for c in local.clusters() if c.submission} == {None}
         seen_here, seen_there = _view(local.snapshot()), _view(remote.snapshot())
         assert seen_there == seen_here
         assert job in [j[0] for j in seen_there[first][1]]
