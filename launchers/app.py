@@ -8,7 +8,9 @@ what to see (the filter), how to choose (the selector and its parameters) and ho
 not here: the bridge tells it per cluster (``ClusterInfo.submission``).
 
 Relative paths in the file are taken from the file's folder, so a file can travel with its
-application; executables named without a ``/`` are found on the job's ``PATH``.
+application: an executable given with a ``/`` (``bin/solver``), any argument that starts with
+``./`` or ``../``, and the run root. Executables named without a ``/`` are found on the job's
+``PATH``.
 """
 
 from __future__ import annotations
@@ -266,9 +268,17 @@ def load_app(path: str | Path) -> AppSpec:
 
 
 def _resolved(app: AppSpec, base: Path) -> AppSpec:
-    """Executables given with a ``/`` and a relative run root are read from ``base``."""
+    """Relative paths are read from ``base``: an executable given with a ``/``, arguments
+    starting with ``./`` or ``../``, and the run root."""
     components = tuple(
-        c.model_copy(update={"command": (_from(base, c.command[0]), *c.command[1:])})
+        c.model_copy(
+            update={
+                "command": (
+                    _from(base, c.command[0]),
+                    *(str(base / w) if w.startswith(("./", "../")) else w for w in c.command[1:]),
+                )
+            }
+        )
         for c in app.components
     )
     deployment = app.deployment
