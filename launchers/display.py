@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Mapping
 from typing import IO, TYPE_CHECKING, Protocol
 
 from coorm_bridge.core.model import Request
@@ -94,7 +93,7 @@ class PlainDisplay:
         self._last = now
         said = f"{state}; {estimate_text(estimated, time.time(), request is not None)}"
         if request is not None:
-            said += f"; requested {request_text(request)}"
+            said += f"; asking {request_text(request)}"
         self._line(self.out, f"{said}{f'; {detail}' if detail else ''}")
 
     def note(self, text: str) -> None:
@@ -131,7 +130,7 @@ class LiveDisplay:
         parts = [
             f"[bold]{escape(state)}[/bold]",
             escape(estimate_text(estimated, time.time(), request is not None)),
-            f"requested {escape(request_text(request))}",
+            f"asking {escape(request_text(request))}",
         ]
         if detail:
             parts.append(escape(detail))
@@ -168,7 +167,3 @@ def make_display(stream: IO[str] | None = None, plain: bool | None = None) -> Di
     if plain:
         return PlainDisplay()
     return LiveDisplay()
-
-
-def summary(counts: Mapping[str, int]) -> str:
-    return ", ".join(f"{name} {count}" for name, count in counts.items())

@@ -202,7 +202,7 @@ class Launch:
         self.request = request
         self.estimated = answer.estimated_start
         when = "never" if self.estimated is None else clock(self.estimated)
-        self.display.note(f"requested {request_text(request)}: estimated start {when}")
+        self.display.note(f"request sent: {request_text(request)}; estimated start {when}")
 
     # -- running ------------------------------------------------------------------------------
 
@@ -236,6 +236,10 @@ class Launch:
             status = self._watch(run, start)
         except (DeployError, SelectorError, OSError) as error:
             self.display.warn(f"cannot deploy: {error}")
+            if run is not None:
+                run.cancel()
+        except Exception as error:  # a bug must still cancel the jobs and release the hosts
+            self.display.warn(f"cannot deploy: {error!r}")
             if run is not None:
                 run.cancel()
         except (RunEnded, BridgeError) as ended:

@@ -54,8 +54,10 @@ def build_selector(app: AppSpec) -> Selector:
             cls = load_selector(name)
     except (ImportError, AttributeError, LookupError, TypeError) as error:
         raise SelectorError(f"selector.name: cannot load {name!r}: {error}") from error
+    params = app.selector_params()
     try:
-        selector: Selector = cls(**app.selector_params())
+        model = getattr(cls, "Params", None)
+        selector: Selector = cls(model.model_validate(params)) if model else cls(**params)
     except (TypeError, ValueError) as error:
         raise SelectorError(f"selector.params: {name} refuses them: {error}") from error
     return selector
@@ -120,8 +122,8 @@ class Selection:
             return self.answers[key]
         try:
             request = self.selector.select(view.clusters, view.interconnect, view.profiles(), now)
-        except (ValueError, LookupError, ArithmeticError) as error:
-            raise SelectorError(f"the selector failed on this view: {error}") from error
+        except Exception as error:  # a selector's bug must end the run cleanly, withdrawn
+            raise SelectorError(f"the selector failed on this view: {error!r}") from error
         if request is not None:
             check_request(self.app, request, view.clusters)
         self.answers[key] = request
