@@ -42,6 +42,22 @@ ALLOWED = {
 }
 #: Batch systems plug in through the entry-point group: nothing outside adapters/ names one.
 CONCRETE_ADAPTERS = ("coorm_bridge.adapters.mock", "coorm_bridge.adapters.slurm")
+#: The one exception: coorm-launch's deployer for a kind of batch system submits with that
+#: adapter's command builders and parsers and the adapters' runners (never the daemon's side),
+#: and only when a cluster of that kind is deployed on.
+DEPLOYERS = "coorm_bridge.launchers.deploy."
+
+
+def deployer_may_import(module: str, target: str) -> bool:
+    """Whether ``module`` is the deployer of one kind and ``target`` the adapters' interface,
+    their runners, or that same kind's adapter."""
+    if not module.startswith(DEPLOYERS):
+        return False
+    kind = module.removeprefix(DEPLOYERS)
+    return target in ("coorm_bridge.adapters.base", "coorm_bridge.adapters.batch.runner") or (
+        target == f"coorm_bridge.adapters.{kind}"
+        or target.startswith(f"coorm_bridge.adapters.{kind}.")
+    )
 
 
 def layer_of(module: str) -> str:
@@ -102,6 +118,8 @@ def test_imports_point_from_the_core_outwards():
             theirs = layer_of(target)
             if theirs in ("root", mine) or theirs in ALLOWED[mine]:
                 continue
+            if deployer_may_import(module, target):
+                continue
             wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
     assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
 
@@ -112,7 +130,7 @@ def test_no_layer_names_a_batch_system():
         for module, path in sorted(package_modules().items())
         if layer_of(module) != "adapters"
         for target in imports_of(path, module)
-        if target.startswith(CONCRETE_ADAPTERS)
+        if target.startswith(CONCRETE_ADAPTERS) and not deployer_may_import(module, target)
     ]
     assert not named, "found outside adapters/, where only the registry should find them:\n" + (
         "\n".join(named)
@@ -143,3 +161,14 @@ def test_the_store_and_the_messages_do_not_need_the_policy(module):
     loaded = loaded_by(f"import {module}")
     assert "coorm_bridge.core.policy" not in loaded
     assert "numpy" not in loaded
+
+
+def test_coorm_launch_starts_without_the_heavy_modules():
+    """``coorm-launch --check`` and ``--help`` load no numpy, rich, HTTP client or SSH; the
+    loop loads the client but nothing of the daemon, and SSH only to deploy on Slurm."""
+    daemon = {"fastapi", "uvicorn", "starlette", "apscheduler", "sqlite3", "prometheus_client"}
+    loaded = {name.split(".")[0] for name in loaded_by("import coorm_bridge.launchers.launch")}
+    assert not loaded & (daemon | {"numpy", "rich", "requests", "paramiko"})
+    loaded = {name.split(".")[0] for name in loaded_by("import coorm_bridge.launchers.loop")}
+    assert not loaded & (daemon | {"paramiko", "numpy"})
+    assert "coorm_bridge.adapters.slurm" not in loaded_by("import coorm_bridge.launchers.loop")
