@@ -9,8 +9,9 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from pydantic import TypeAdapter
 
-from coorm_bridge.core.messages import CAP, Allocation, Change, ChangeKind, StartEvent
+from coorm_bridge.core.messages import CAP, Allocation, Change, ChangeKind, Event, StartEvent
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Request
 from coorm_bridge.launchers import loop as loop_module
 from coorm_bridge.launchers.app import parse_app
@@ -115,10 +116,6 @@ class FakeBridge:
 
 
 def _event(data: dict):
-    from pydantic import TypeAdapter
-
-    from coorm_bridge.core.messages import Event
-
     return TypeAdapter(Event).validate_python(data)
 
 
@@ -246,6 +243,6 @@ def test_interrupted_before_the_start_withdraws(tmp_path, monkeypatch):
 
 def test_a_refusal_of_the_events_ends_the_run(tmp_path, monkeypatch):
     refused = BridgeError(404, "not_found", "no session s1 of yours")
-    status, calls, said = run(tmp_path, monkeypatch, [change(1), refused])
+    status, _, said = run(tmp_path, monkeypatch, [change(1), refused])
     assert status == 1
     assert "no session s1 of yours" in said
