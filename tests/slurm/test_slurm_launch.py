@@ -1,0 +1,177 @@
+"""``coorm-launch`` beside a real Slurm, through a bridge daemon with the Slurm adapter: a
+two-component application on partitions alpha and beta, one sbatch per cluster into the
+bridge's placeholders, on the hosts granted, started together."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+from coorm_bridge.launchers.client import BridgeClient, BridgeError
+
+pytestmark = [pytest.mark.slurm, pytest.mark.daemon]
+
+CONFIG = """
+[bridge]
+socket = "bridge.sock"
+state_dir = "state"
+[policy]
+interval = 0.5
+fair_start = 3
+[placement]
+poll_interval = 1
+[adapter]
+kind = "slurm"
+"""
+#: The built-in rigid selector, once the selectors' interface (clusters, interconnect, view,
+#: now) is merged; meanwhile the same as a module of the application's own.
+RIGID = "fixed:Fixed"
+FIXED = """
+from pydantic import BaseModel, ConfigDict
+from coorm_bridge.core.model import Request
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    nodes: dict[str, int]
+    duration: int
+
+
+class Fixed:
+    Params = Params
+
+    def __init__(self, params):
+        self.params = params
+
+    def select(self, clusters, interconnect, view, now):
+        return Request(nodes=self.params.nodes, duration=self.params.duration)
+"""
+#: Each task writes when it started and where, then stays a little: both jobs are seen running.
+STAMP = 'date +%s.%N > "$COORM_RUN_DIR/$COORM_COMPONENT.$(hostname).$SLURM_PROCID.start"; sleep 3'
+APP = f"""
+duration = 300
+[selector]
+name = "{RIGID}"
+params = {{ nodes = {{ alpha = 2, beta = 1 }} }}
+[deployment]
+poll_interval = 0.5
+[[component]]
+name = "solver"
+command = ["sh", "-c", '{STAMP}']
+clusters = ["alpha"]
+processes_per_host = 1
+[[component]]
+name = "coupler"
+command = ["sh", "-c", '{STAMP}; exit EXIT']
+clusters = ["beta"]
+processes_per_host = 1
+"""
+
+
+@pytest.fixture
+def bridge(slurm_partitions):
+    folder = Path(tempfile.mkdtemp(prefix="cbsl-", dir="/tmp"))
+    conf = slurm_partitions.conf
+    clusters = "".join(
+        f'[[adapter.cluster]]\nname = "{p}"\npartition = "{p}"\nslurm_conf = "{conf}"\n'
+        for p in slurm_partitions.clusters
+    )
+    (folder / "coorm-bridge.toml").write_text(CONFIG + clusters)
+    script = Path(sys.executable).with_name("coorm-bridge")
+    log = (folder / "daemon.log").open("w")
+    daemon = subprocess.Popen(
+        [str(script), "serve", "--config", str(folder / "coorm-bridge.toml")],
+        cwd=folder,
+        stdout=log,
+        stderr=log,
+    )
+    url = f"unix://{folder / 'bridge.sock'}"
+    try:
+        with BridgeClient(url, timeout=2) as client:
+            deadline = time.monotonic() + 60
+            while True:
+                assert daemon.poll() is None, (folder / "daemon.log").read_text()
+                try:
+                    client.health()
+                    break
+                except BridgeError:
+                    assert time.monotonic() < deadline
+                    time.sleep(0.2)
+        yield folder, url
+    finally:
+        daemon.send_signal(signal.SIGTERM)
+        try:
+            daemon.wait(30)
+        except subprocess.TimeoutExpired:
+            daemon.kill()
+            daemon.wait()
+        log.close()
+        slurm_partitions.reset()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def launch(folder: Path, url: str, exit_status: int) -> tuple[subprocess.CompletedProcess, Path]:
+    (folder / "fixed.py").write_text(FIXED)
+    app = folder / "app.toml"
+    app.write_text(APP.replace("EXIT", str(exit_status)))
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("coorm-launch")), str(app), "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=folder,
+        env={**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"},
+    )
+    runs = folder / "coorm-runs"
+    assert runs.is_dir(), result.stdout + result.stderr
+    (run,) = runs.iterdir()
+    return result, run
+
+
+def test_two_components_start_together_in_the_placeholders(bridge, slurm_partitions):
+    folder, url = bridge
+    result, run = launch(folder, url, 0)
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said
+    assert "computed configurations: 1" in said
+    document = json.loads((run / "run.json").read_text())
+    solver = document["components"]["solver"]["parts"][0]
+    coupler = document["components"]["coupler"]["parts"][0]
+    assert len(solver["hosts"]) == 2
+    assert set(solver["hosts"]) <= set(slurm_partitions.nodes["alpha"])
+    assert set(coupler["hosts"]) <= set(slurm_partitions.nodes["beta"])
+    assert solver["reservation"].startswith("coorm-")
+    # every task ran on a granted host (the test Slurm's nodes all run on localhost: the
+    # hostfiles say which)
+    assert (run / "alpha.hosts").read_text().split() == solver["hosts"]
+    jobs = json.loads((run / "jobs.json").read_text())
+    assert {c: (j["state"], j["exit_code"]) for c, j in jobs.items()} == {
+        "alpha": ("completed", 0),
+        "beta": ("completed", 0),
+    }
+    stamps = sorted(run.glob("*.start"))
+    assert len(stamps) == 3, stamps  # two tasks of the solver (srun), one of the coupler
+    first = {
+        name: min(float(p.read_text()) for p in stamps if p.name.startswith(f"{name}."))
+        for name in ("solver", "coupler")
+    }
+    assert abs(first["solver"] - first["coupler"]) <= 1.0, first
+
+
+def test_a_failing_component_fails_the_run(bridge):
+    folder, url = bridge
+    result, run = launch(folder, url, 3)
+    assert result.returncode == 1, result.stdout + result.stderr
+    jobs = json.loads((run / "jobs.json").read_text())
+    assert (jobs["beta"]["state"], jobs["beta"]["exit_code"]) == ("failed", 3)
+    assert "done sent" in result.stdout
