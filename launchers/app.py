@@ -227,13 +227,6 @@ class AppSpec(Frozen):
         wanted = sorted({name for c in self.components for name in c.clusters or ()})
         return self.filter.model_copy(update={"clusters": tuple(wanted)})
 
-    def selector_params(self) -> dict[str, Any]:
-        """The selector's parameters, with the file's ``duration`` when it gives none."""
-        params = dict(self.selector.params)
-        if self.duration is not None:
-            params.setdefault("duration", self.duration)
-        return params
-
 
 def parse_app(text: str, source: str = "<app>", base_dir: Path | None = None) -> AppSpec:
     """An application description from TOML text; relative paths taken from ``base_dir``."""

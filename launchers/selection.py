@@ -11,7 +11,6 @@ before the bridge is asked for hosts the application would leave idle.
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
@@ -42,25 +41,30 @@ class Selector(Protocol):
 
 
 def build_selector(app: AppSpec) -> Selector:
-    """The file's selector, built from its parameters (and the file's ``duration``)."""
-    from coorm_bridge.launchers.selectors import load_selector  # noqa: PLC0415 - numpy
+    """The file's selector, built from its parameters. The file's ``duration`` is given to a
+    selector that takes one (unless its parameters set it); a selector without one computes
+    its own (a duration model), and a ``duration`` in the file would then be ignored: refused."""
+    from coorm_bridge.launchers.selectors import (  # noqa: PLC0415 - only to build it
+        SelectorParamsError,
+        create_selector,
+        load_selector,
+    )
 
     name = app.selector.name
     try:
-        if ":" in name:
-            module, _, attribute = name.partition(":")
-            cls = getattr(importlib.import_module(module), attribute)
-        else:
-            cls = load_selector(name)
-    except (ImportError, AttributeError, LookupError, TypeError) as error:
-        raise SelectorError(f"selector.name: cannot load {name!r}: {error}") from error
-    params = app.selector_params()
-    try:
-        model = getattr(cls, "Params", None)
-        selector: Selector = cls(model.model_validate(params)) if model else cls(**params)
-    except (TypeError, ValueError) as error:
-        raise SelectorError(f"selector.params: {name} refuses them: {error}") from error
-    return selector
+        params = dict(app.selector.params)
+        if app.duration is not None:
+            if "duration" not in load_selector(name).Params.model_fields:
+                raise SelectorError(
+                    f"duration: selector {name!r} computes its own duration (it has no "
+                    "duration parameter): leave duration out"
+                )
+            params.setdefault("duration", app.duration)
+        return create_selector(name, params, where="selector.params")
+    except SelectorParamsError as error:
+        raise SelectorError(str(error)) from error
+    except (ImportError, LookupError, TypeError) as error:
+        raise SelectorError(f"selector.name: {error}") from error
 
 
 @dataclass

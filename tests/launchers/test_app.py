@@ -61,7 +61,6 @@ def test_a_good_file_with_relative_paths_from_its_folder(tmp_path):
     assert app.deployment.ports == (41000, 41009)
     # every component names its clusters: the subscription asks for those only
     assert app.subscription_filter == Filter(clusters=("c1", "c2"), min_ram_per_host_mib=1024)
-    assert app.selector_params() == {"nodes": {"c1": 2, "c2": 1}, "duration": 600}
 
 
 def test_the_label_defaults_to_the_file_name(tmp_path):
@@ -158,3 +157,36 @@ def test_check_builds_the_selector_with_its_parameters(tmp_path):
     assert result.returncode == 2, result.stdout
     assert "selector.params" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+NO_DURATION = """
+from pydantic import BaseModel, ConfigDict
+
+
+class Params(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    work: float
+
+
+class Model:
+    Params = Params
+
+    def __init__(self, params):
+        self.params = params
+
+    def select(self, clusters, interconnect, view, now):
+        return None
+"""
+
+
+def test_a_duration_for_a_selector_that_computes_its_own_is_refused(tmp_path):
+    (tmp_path / "model_selector.py").write_text(NO_DURATION)
+    text = GOOD.replace('name = "rigid"', 'name = "model_selector:Model"').replace(
+        "params = { nodes = { c1 = 2, c2 = 1 } }", "params = { work = 1e6 }"
+    )
+    result = check(str(write(tmp_path, text)), cwd=tmp_path)
+    assert result.returncode == 2
+    assert "duration: selector 'model_selector:Model' computes its own duration" in result.stderr
+    without = write(tmp_path, text.replace("duration = 600\n", ""), "ok.toml")
+    result = check(str(without), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr

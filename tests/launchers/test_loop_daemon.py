@@ -45,23 +45,6 @@ class Earliest:
         best = min(fits, key=lambda name: (fits[name], name))
         return Request(nodes={best: self.params.hosts}, duration=self.params.duration)
 
-
-class FixedParams(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    nodes: dict[str, int]
-    duration: int
-
-
-class Fixed:
-    Params = FixedParams
-
-    def __init__(self, params):
-        self.params = params
-
-    def select(self, clusters, interconnect, view, now):
-        from coorm_bridge.core.model import Request
-
-        return Request(nodes=self.params.nodes, duration=self.params.duration)
 """
 APP = """
 duration = 60
@@ -120,7 +103,7 @@ def test_the_request_follows_the_view(daemon, launch, folder):
 def test_ctrl_c_before_the_start_withdraws(daemon, launch, folder):
     with daemon.client() as client:
         hold(client, {"c1": 8}, 600)
-        rigid = app_file(folder, "earliest:Fixed", "{ nodes = { c1 = 4 } }")
+        rigid = app_file(folder, "rigid", "{ nodes = { c1 = 4 } }")
         launcher = launch(rigid)
         launcher.wait_for("request sent: 4 on c1")
         sid = launcher_session(client)
@@ -136,7 +119,7 @@ def test_ctrl_c_before_the_start_withdraws(daemon, launch, folder):
 def test_a_session_ended_by_someone_else_ends_the_run(daemon, launch, folder):
     with daemon.client() as client:
         hold(client, {"c1": 8}, 600)
-        launcher = launch(app_file(folder, "earliest:Fixed", "{ nodes = { c1 = 4 } }"))
+        launcher = launch(app_file(folder, "rigid", "{ nodes = { c1 = 4 } }"))
         launcher.wait_for("request sent: 4 on c1")
         client.withdraw(launcher_session(client))  # say an admin's, or another terminal's
         assert launcher.wait(30) == 1
@@ -146,7 +129,7 @@ def test_a_session_ended_by_someone_else_ends_the_run(daemon, launch, folder):
 def test_the_launcher_resumes_after_the_daemon_is_killed_and_restarted(daemon, launch, folder):
     with daemon.client() as client:
         long = hold(client, {"c1": 8}, 600)
-        launcher = launch(app_file(folder, "earliest:Fixed", "{ nodes = { c1 = 4 } }"))
+        launcher = launch(app_file(folder, "rigid", "{ nodes = { c1 = 4 } }"))
         launcher.wait_for("request sent: 4 on c1")
         sid = launcher_session(client)
     daemon.stop(signal.SIGKILL)

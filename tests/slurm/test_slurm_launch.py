@@ -32,35 +32,12 @@ poll_interval = 1
 [adapter]
 kind = "slurm"
 """
-#: The built-in rigid selector, once the selectors' interface (clusters, interconnect, view,
-#: now) is merged; meanwhile the same as a module of the application's own.
-RIGID = "fixed:Fixed"
-FIXED = """
-from pydantic import BaseModel, ConfigDict
-from coorm_bridge.core.model import Request
-
-
-class Params(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-    nodes: dict[str, int]
-    duration: int
-
-
-class Fixed:
-    Params = Params
-
-    def __init__(self, params):
-        self.params = params
-
-    def select(self, clusters, interconnect, view, now):
-        return Request(nodes=self.params.nodes, duration=self.params.duration)
-"""
 #: Each task writes when it started and where, then stays a little: both jobs are seen running.
 STAMP = 'date +%s.%N > "$COORM_RUN_DIR/$COORM_COMPONENT.$(hostname).$SLURM_PROCID.start"; sleep 3'
 APP = f"""
 duration = 300
 [selector]
-name = "{RIGID}"
+name = "rigid"
 params = {{ nodes = {{ alpha = 2, beta = 1 }} }}
 [deployment]
 poll_interval = 0.5
@@ -120,7 +97,6 @@ def bridge(slurm_partitions):
 
 
 def launch(folder: Path, url: str, exit_status: int) -> tuple[subprocess.CompletedProcess, Path]:
-    (folder / "fixed.py").write_text(FIXED)
     app = folder / "app.toml"
     app.write_text(APP.replace("EXIT", str(exit_status)))
     result = subprocess.run(
