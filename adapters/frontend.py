@@ -15,11 +15,14 @@ outlives a batch system's client), so everything needed to find it again after a
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from pydantic import Field
 
 from coorm_bridge.core.model import Frozen
+
+if TYPE_CHECKING:  # base imports this module for Adapter.front_end
+    from coorm_bridge.adapters.base import JobSpec
 
 
 class ProcessSpec(Frozen):
@@ -67,8 +70,19 @@ class FrontEnd(ABC):
         daemon's account, whoever the owner is: a site decides whether that is acceptable."""
 
     @abstractmethod
+    def submit(self, cluster: str, job: JobSpec) -> str:
+        """Submit ``job`` to the batch system (into its reservation) as one whose process this
+        front end runs: it ends when :meth:`ended` says so, or at its time limit. Returns its
+        id in the batch system; raises as :meth:`.Adapter.submit` does."""
+
+    @abstractmethod
     def launch(self, job: str, spec: ProcessSpec) -> Launched:
         """Start job ``job``'s process now (``job`` names it, once: never launched twice)."""
+
+    @abstractmethod
+    def recover(self, job: str) -> Launched | None:
+        """The process of a job whose :meth:`launch` a crash cut short before the caller could
+        record its answer, if it started (None: it did not, and never will)."""
 
     @abstractmethod
     def outcome(self, job: str, launched: Launched) -> Outcome | None:

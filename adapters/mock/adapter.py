@@ -100,7 +100,9 @@ class MockAdapter(Adapter):
         self.journal = journal
         self._broken: str | None = None
         self._front_end = (
-            None if jobs is None else ProcessFrontEnd(jobs, run_jobs, end=self.end_job)
+            None
+            if jobs is None
+            else ProcessFrontEnd(jobs, run_jobs, submit=self.submit, end=self.end_job)
         )
         now = self.clock.now()
         if journal is None:

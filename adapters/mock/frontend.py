@@ -3,7 +3,8 @@
 The simulated batch system has no commands a launcher could submit with, so the bridge takes the
 jobs (:mod:`coorm_bridge.service.jobs`) and this module runs them, each under a supervisor
 process (:mod:`.supervisor`) that outlives the daemon, in a folder of its own under the state
-folder (``jobs/<job>/``: ``spec.json``, ``job.pid``, ``status.json``, ``supervisor.log``).
+folder (``jobs/<job>/``: ``spec.json``, ``supervisor.pid``, ``job.pid``, ``status.json``,
+``supervisor.log``).
 
 Processes run as the daemon's account, whoever owns the session: the mock is for a user's own
 machine, tests and demos. So by default (``run_jobs`` unset) only the daemon's own user gets jobs
@@ -23,8 +24,10 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from coorm_bridge.adapters.base import AdapterError, JobState
+from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState
 from coorm_bridge.adapters.frontend import FrontEnd, Launched, Outcome, ProcessSpec
+from coorm_bridge.adapters.mock.simulation import RUNTIME_KEY
+from coorm_bridge.core.model import MAX_DURATION
 
 #: Seconds between a stop's SIGTERM and its SIGKILL.
 GRACE = 5.0
@@ -55,20 +58,22 @@ def started_at(pid: int) -> int | None:
 
 
 class ProcessFrontEnd(FrontEnd):
-    """Runs jobs under supervisors in ``folder``; ``end`` tells the simulated batch system that
-    a job's process ended (:meth:`.MockAdapter.end_job`)."""
+    """Runs jobs under supervisors in ``folder``. ``submit`` and ``end`` are the simulated
+    batch system's (:meth:`.MockAdapter.submit`, :meth:`.MockAdapter.end_job`)."""
 
     def __init__(
         self,
         folder: Path,
         run_jobs: bool | None,
-        end: Callable[[str, str, JobState], None],
         *,
+        submit: Callable[[str, JobSpec], str],
+        end: Callable[[str, str, JobState], None],
         grace: float = GRACE,
     ) -> None:
         self.folder = folder
         self.run_jobs = run_jobs
         self.grace = grace
+        self._submit = submit
         self._end = end
         self._children: dict[str, subprocess.Popen[bytes]] = {}
         """Supervisors this daemon started: polled, so that none is left a zombie."""
@@ -93,6 +98,14 @@ class ProcessFrontEnd(FrontEnd):
             )
         return None
 
+    def submit(self, cluster: str, job: JobSpec) -> str:
+        """Into the simulation with a run time past its walltime: the simulated job runs until
+        its process ends (:meth:`ended`), and reaching its limit is a failure, as for a job a
+        batch system kills."""
+        runtime = min(job.walltime + 1, MAX_DURATION)
+        simulated = job.model_copy(update={"environment": {RUNTIME_KEY: str(runtime)}})
+        return self._submit(cluster, simulated)
+
     def launch(self, job: str, spec: ProcessSpec) -> Launched:
         where = self.folder / job
         try:
@@ -115,6 +128,18 @@ class ProcessFrontEnd(FrontEnd):
         with self._lock:
             self._children[job] = child
         return Launched(pid=child.pid, since=started_at(child.pid))
+
+    def recover(self, job: str) -> Launched | None:
+        """From the pid the supervisor wrote first thing; a status means it ran and ended."""
+        where = self.folder / job
+        try:
+            pid = int((where / "supervisor.pid").read_text())
+        except (OSError, ValueError):
+            return None  # never started, or died before it could say so
+        since = started_at(pid)
+        if since is None and not (where / "status.json").exists():
+            return None
+        return Launched(pid=pid, since=since)
 
     def outcome(self, job: str, launched: Launched) -> Outcome | None:
         with self._lock:

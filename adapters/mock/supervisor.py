@@ -121,6 +121,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("usage: python -P -m coorm_bridge.adapters.mock.supervisor FOLDER", file=sys.stderr)
         return 2
     folder = Path(args[0])
+    # First thing: a daemon that crashed before it recorded this pid finds it here.
+    (folder / "supervisor.pid").write_text(str(os.getpid()))
     try:
         status = supervise(folder)
     except Exception as error:  # a broken spec: say so where the daemon looks

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.base import JobState
+from coorm_bridge.adapters.base import JobSpec, JobState, ReservationSpec
 from coorm_bridge.adapters.frontend import Launched, Outcome, ProcessSpec
 from coorm_bridge.adapters.mock import frontend
 from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.frontend import ProcessFrontEnd
 from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.adapters.mock.plugin import MockSettings, create
@@ -36,11 +37,15 @@ class Ends:
         self.told.append((cluster, job, state))
 
 
+def unused(cluster: str, job: JobSpec) -> str:
+    raise AssertionError("nothing is submitted here")
+
+
 @pytest.fixture
 def jobs(tmp_path: Path) -> Iterator[tuple[ProcessFrontEnd, list[Launched]]]:
     """A front end over ``tmp_path/jobs``; every process it launched is killed at the end."""
     ends = Ends()
-    front = ProcessFrontEnd(tmp_path / "jobs", run_jobs=True, end=ends, grace=0.5)
+    front = ProcessFrontEnd(tmp_path / "jobs", run_jobs=True, submit=unused, end=ends, grace=0.5)
     launched: list[Launched] = []
     yield front, launched
     for one in launched:
@@ -148,7 +153,7 @@ def test_a_job_outlives_its_daemon_and_the_next_one_gets_its_status(jobs, tmp_pa
     code = "import time; time.sleep(1.5)"
     launched.append(started := front.launch("j1", spec(work, code)))
     # A daemon restarted: a new front end over the same folder, knowing only what was stored.
-    again = ProcessFrontEnd(tmp_path / "jobs", run_jobs=True, end=Ends(), grace=0.5)
+    again = ProcessFrontEnd(tmp_path / "jobs", run_jobs=True, submit=unused, end=Ends(), grace=0.5)
     assert again.outcome("j1", started) is None
     assert finished(again, "j1", started).exit_code == 0
     assert finished(front, "j1", started).exit_code == 0  # the first one reaps its child
@@ -167,7 +172,7 @@ def test_a_process_gone_without_a_status_is_told_so_and_a_reused_pid_is_not_it(j
 
 def test_the_simulated_job_ends_completed_or_failed_by_the_exit_status(tmp_path):
     ends = Ends()
-    front = ProcessFrontEnd(tmp_path, run_jobs=True, end=ends)
+    front = ProcessFrontEnd(tmp_path, run_jobs=True, submit=unused, end=ends)
     front.ended("a", "a.1", Outcome(exit_code=0))
     front.ended("a", "a.2", Outcome(exit_code=1))
     front.ended("a", "a.3", Outcome(signal=9))
@@ -191,7 +196,7 @@ def test_the_simulated_job_ends_completed_or_failed_by_the_exit_status(tmp_path)
 def test_who_gets_jobs_run(monkeypatch, tmp_path, run_jobs, uid, owner, refused):
     monkeypatch.setattr(frontend.os, "geteuid", lambda: uid)
     monkeypatch.setattr(frontend, "account", lambda: "me")
-    said = ProcessFrontEnd(tmp_path, run_jobs=run_jobs, end=Ends()).refusal(owner)
+    said = ProcessFrontEnd(tmp_path, run_jobs=run_jobs, submit=unused, end=Ends()).refusal(owner)
     if refused is None:
         assert said is None
     else:
@@ -212,3 +217,35 @@ def test_the_daemons_platform_has_a_front_end_with_its_jobs_in_the_state_folder(
         adapter.close()
     # Built from Python without a jobs folder, the platform only simulates.
     assert MockAdapter(parse_platform('[[cluster]]\nname = "c"\nhosts = 1\n')).front_end() is None
+
+
+def test_a_launch_cut_short_by_a_crash_is_found_again_and_one_never_made_is_not(jobs, tmp_path):
+    front, launched = jobs
+    launched.append(
+        started := front.launch("j1", spec(tmp_path / "w", "import time; time.sleep(1)"))
+    )
+    # The daemon died before it recorded ``started``: the next one finds the process anyway.
+    deadline = time.monotonic() + 30
+    while (found := front.recover("j1")) is None:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    assert found.pid == started.pid
+    assert finished(front, "j1", found).exit_code == 0
+    assert front.recover("j1") is not None  # ended, with its status: still found
+    assert front.recover("never") is None
+
+
+def test_jobs_go_to_the_simulated_batch_system_and_end_with_their_process(tmp_path):
+    text = 'start = 1000000\n[[cluster]]\nname = "c"\nhosts = 4\n'
+    platform = MockAdapter(parse_platform(text), VirtualClock(1_000_000), jobs=tmp_path)
+    front = platform.front_end()
+    assert front is not None
+    resa = ReservationSpec(name="r", start=1_000_000, end=1_003_600, hosts=2, users=("alice",))
+    platform.create_reservation("c", resa)
+    job = JobSpec(name="app", user="alice", argv=("x",), hosts=2, walltime=600, reservation="r")
+    first, second = front.submit("c", job), front.submit("c", job)
+    assert platform.job_state("c", first) is JobState.RUNNING
+    front.ended("c", first, Outcome(exit_code=0))
+    assert platform.job_state("c", first) is JobState.COMPLETED
+    platform.run_until(1_000_000 + 600)  # the second one's process never said it ended
+    assert platform.job_state("c", second) is JobState.FAILED
