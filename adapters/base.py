@@ -19,6 +19,7 @@ from typing import Self
 
 from pydantic import Field, model_validator
 
+from coorm_bridge.adapters.frontend import FrontEnd
 from coorm_bridge.core.model import (
     MAX_TIME,
     ClusterInfo,
@@ -286,6 +287,12 @@ class Adapter(ABC):
     @abstractmethod
     def job_state(self, cluster: str, job_id: str) -> JobState:
         """Where a submitted job stands (UNKNOWN once the batch system has forgotten it)."""
+
+    def front_end(self) -> FrontEnd | None:
+        """The bridge's own front end, for a batch system that takes no jobs itself (the mock):
+        jobs submitted through the bridge run as processes on its host. None (the default):
+        launchers submit with the batch system's commands (``ClusterInfo.submission``)."""
+        return None
 
     def check_rights(self, cluster: str) -> None:  # noqa: B027 - optional hook
         """Raise :class:`LacksRights` when the bridge may not hold reservations on ``cluster``,

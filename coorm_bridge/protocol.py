@@ -7,14 +7,16 @@ with these models, so its OpenAPI document describes exactly them) and the clien
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import re
+from typing import Annotated, Literal, Self
 
-from pydantic import Field
+from pydantic import AfterValidator, Field, model_validator
 
 from coorm_bridge.core.messages import Event, View
 from coorm_bridge.core.model import (
     MAX_SEQ,
     ClusterInfo,
+    Duration,
     Filter,
     Frozen,
     Label,
@@ -125,6 +127,128 @@ class Health(Frozen):
     problems: tuple[Problem, ...] = ()
 
 
+#: Bounds of a job submitted through the bridge's front end (``POST .../jobs``): the whole body
+#: stays within :data:`MAX_BODY` and the kernel's limits on a command line and a path.
+MAX_ARGS = 1024
+MAX_ARGV_BYTES = 16 * 1024
+MAX_VARIABLES = 256
+MAX_ENVIRONMENT_BYTES = 32 * 1024
+MAX_PATH_BYTES = 4095
+MAX_PATH_PART = 255
+#: Variables the bridge sets in every job's environment; a job may not give them.
+JOB_VARIABLES = ("COORM_JOB_ID", "COORM_JOB_HOSTS", "COORM_CLUSTER")
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+
+
+def _utf8(value: str) -> int:
+    """Its size in bytes; NUL (which ends a C string) and lone surrogates are refused."""
+    if "\0" in value:
+        raise ValueError("NUL characters cannot reach a process")
+    try:
+        return len(value.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise ValueError("not valid UTF-8 text (a lone surrogate)") from None
+
+
+def _check_text(value: str) -> str:
+    _utf8(value)
+    return value
+
+
+def _check_path(value: str) -> str:
+    """An absolute path in normal form: no '.', '..' or empty part, no trailing '/'."""
+    if _utf8(value) > MAX_PATH_BYTES:
+        raise ValueError(f"a path has at most {MAX_PATH_BYTES} bytes")
+    if not value.startswith("/"):
+        raise ValueError("give an absolute path (starting with '/')")
+    parts = value.split("/")[1:]
+    if value != "/" and any(part in ("", ".", "..") for part in parts):
+        raise ValueError("give the path in normal form: no '.', '..', '//' or final '/'")
+    if any(len(part.encode()) > MAX_PATH_PART for part in parts):
+        raise ValueError(f"a file name has at most {MAX_PATH_PART} bytes")
+    return value
+
+
+def _check_variable(name: str) -> str:
+    if not _VARIABLE.fullmatch(name):
+        raise ValueError(
+            f"{name!r} is not a variable name: letters, digits and '_', not starting with a digit"
+        )
+    if name in JOB_VARIABLES:
+        raise ValueError(f"{name} is set by the bridge")
+    return name
+
+
+Argument = Annotated[str, AfterValidator(_check_text)]
+AbsolutePath = Annotated[str, AfterValidator(_check_path)]
+Variable = Annotated[str, AfterValidator(_check_variable)]
+JobState = Literal["pending", "running", "completed", "failed", "cancelled"]
+
+
+class JobRequest(Frozen):
+    """``POST /v1/sessions/{id}/jobs``: a job for the session's placeholder on ``cluster``, run
+    by the bridge's front end (the mock platform) on every host of the allocation there."""
+
+    cluster: Name
+    name: Name
+    argv: tuple[Argument, ...] = Field(min_length=1, max_length=MAX_ARGS)
+    """The command and its arguments, given to the process as they are (no shell)."""
+    environment: dict[Variable, Argument] = Field(default_factory=dict, max_length=MAX_VARIABLES)
+    """Given to the process, with PATH, HOME and LANG of the bridge's when not given here, and
+    COORM_JOB_ID, COORM_JOB_HOSTS (comma-separated) and COORM_CLUSTER."""
+    workdir: AbsolutePath
+    """The process's working folder (on the bridge's host)."""
+    walltime: Duration
+    """Seconds: the job is killed at this limit, which may not pass the allocation's end."""
+    stdout: AbsolutePath
+    stderr: AbsolutePath
+    """Files inside ``workdir`` for the process's output (created, or truncated); may be one."""
+
+    @model_validator(mode="after")
+    def _bounded(self) -> Self:
+        if not self.argv[0]:
+            raise ValueError("argv[0], the command, is empty")
+        if sum(_utf8(arg) + 1 for arg in self.argv) > MAX_ARGV_BYTES:
+            raise ValueError(f"argv has more than {MAX_ARGV_BYTES} bytes")
+        size = sum(_utf8(k) + _utf8(v) + 2 for k, v in self.environment.items())
+        if size > MAX_ENVIRONMENT_BYTES:
+            raise ValueError(f"environment has more than {MAX_ENVIRONMENT_BYTES} bytes")
+        for field in ("stdout", "stderr"):
+            path = getattr(self, field)
+            if not path.startswith(self.workdir.rstrip("/") + "/"):
+                raise ValueError(f"{field} ({path}) is not inside workdir ({self.workdir})")
+        return self
+
+
+class JobAnswer(Frozen):
+    """201 answer to a job: its id, and the hosts it runs on (the allocation's there)."""
+
+    job: Name
+    cluster: Name
+    hosts: tuple[Name, ...]
+
+
+class JobInfo(Frozen):
+    """``GET /v1/sessions/{id}/jobs``: one job and where it stands."""
+
+    job: Name
+    cluster: Name
+    name: Name
+    state: JobState
+    exit_code: int | None
+    """Its exit status once it exited (None: running, killed by a signal, or unknown)."""
+    hosts: tuple[Name, ...]
+    signal: int | None = None
+    """The signal that killed it, if one did."""
+    reason: str | None = None
+    """Why it ended as it did, when its exit status does not say (stopped, never started...)."""
+    batch_job: str | None = None
+    """Its id in the (simulated) batch system, once submitted."""
+    submitted: Time
+    started: Time | None = None
+    ended: Time | None = None
+
+
 class ErrorBody(Frozen):
     """Every error answer: a short code and a sentence naming the problem."""
 
@@ -140,6 +264,9 @@ __all__ = [
     "ErrorBody",
     "EventPage",
     "Health",
+    "JobAnswer",
+    "JobInfo",
+    "JobRequest",
     "Problem",
     "ProblemKind",
     "RequestAnswer",

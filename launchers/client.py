@@ -33,6 +33,9 @@ from coorm_bridge.protocol import (
     ErrorBody,
     EventPage,
     Health,
+    JobAnswer,
+    JobInfo,
+    JobRequest,
     RequestAnswer,
     SessionInfo,
     StateAnswer,
@@ -56,6 +59,9 @@ _EVENT_PAGE = TypeAdapter(EventPage)
 _STATE = TypeAdapter(StateAnswer)
 _HEALTH = TypeAdapter(Health)
 _CAPS = TypeAdapter(list[CAP])
+_JOB_ANSWER = TypeAdapter(JobAnswer)
+_JOBS = TypeAdapter(list[JobInfo])
+_JOB = TypeAdapter(JobInfo)
 #: Bytes of a non-JSON error body quoted in the message: enough to recognise a proxy's page.
 _SNIPPET = 200
 
@@ -248,6 +254,22 @@ class BridgeClient:
     def withdraw(self, session: str) -> StateAnswer:
         """Cancel the session: its request is dropped, its allocation (if any) released."""
         return self._call("DELETE", _path(session), _STATE)
+
+    def submit_job(self, session: str, job: JobRequest) -> JobAnswer:
+        """Run ``job`` in the session's placeholder on ``job.cluster``, through the bridge's own
+        front end: for clusters whose ``ClusterInfo.submission`` kind is "mock" (a batch system
+        with commands takes its jobs itself: 409)."""
+        return self._call(
+            "POST", _path(session, "jobs"), _JOB_ANSWER, body=job.model_dump(mode="json")
+        )
+
+    def jobs(self, session: str) -> list[JobInfo]:
+        """The session's jobs submitted through the bridge, oldest first."""
+        return self._call("GET", _path(session, "jobs"), _JOBS)
+
+    def cancel_job(self, session: str, job: str) -> JobInfo:
+        """Cancel a job (SIGTERM, then SIGKILL after a grace); its state changes soon after."""
+        return self._call("DELETE", _path(session, "jobs", quote(job, safe="")), _JOB)
 
     def health(self) -> Health:
         return self._call("GET", "/health", _HEALTH)

@@ -261,3 +261,64 @@ def test_an_unexpected_error_is_a_bare_500(client, bridge, monkeypatch):
     answer = client.get("/v1/health")
     assert_error(answer, 500, "internal")
     assert "secret" not in answer.text
+
+
+@pytest.fixture
+def front(tmp_path):
+    """The API over a mock platform with its front end (jobs in ``tmp_path/jobs``)."""
+    config = Config(
+        policy=PolicyConfig(interval=0.05, fair_start=1),
+        placement=PlacementSettings(poll_interval=0.5),
+    )
+    platform = parse_platform(PLATFORM)
+    adapter = MockAdapter(platform, WallClock(), jobs=tmp_path / "jobs", run_jobs=True)
+    store = Store(tmp_path / "bridge.sqlite")
+    bridge = Bridge(config, adapter, store)
+    bridge.admins = frozenset({"root"})
+    loop = Loop(bridge)
+    loop.start()
+    app = create_app(bridge, tokens={ALICE: "alice", ROOT: "root"})
+    with TestClient(app, raise_server_exceptions=False) as client:
+        yield client
+    loop.stop()
+    store.close()
+
+
+def started_session(client, nodes):
+    sid = subscribe(client)
+    answer = client.put(
+        f"/v1/sessions/{sid}/request", json={"nodes": nodes, "duration": 60}, headers=auth()
+    )
+    assert answer.status_code == 200, answer.text
+    for _ in range(50):
+        if client.get(f"/v1/sessions/{sid}", headers=auth()).json()["state"] == "started":
+            return sid
+        client.get(f"/v1/sessions/{sid}/events", params={"wait": 1}, headers=auth())
+    raise AssertionError("the session did not start")
+
+
+JOB = {
+    "cluster": "c1",
+    "name": "x",
+    "argv": ["/bin/true"],
+    "workdir": "/tmp",
+    "walltime": 30,
+    "stdout": "/tmp/x.out",
+    "stderr": "/tmp/x.err",
+}
+
+
+def test_an_admin_sees_a_sessions_jobs_but_only_its_owner_submits(front):
+    sid = started_session(front, {"c1": 1})
+    answer = front.post(f"/v1/sessions/{sid}/jobs", json=JOB, headers=auth(ROOT))
+    assert_error(answer, 403, "forbidden", "only alice")
+    assert front.get(f"/v1/sessions/{sid}/jobs", headers=auth(ROOT)).json() == []
+    answer = front.delete(f"/v1/sessions/{sid}/jobs/nosuchjob", headers=auth(ROOT))
+    assert_error(answer, 404, "not_found", "no job nosuchjob")
+
+
+def test_a_platform_without_a_front_end_runs_no_job(client):
+    sid = started_session(client, {"c1": 1})
+    answer = client.post(f"/v1/sessions/{sid}/jobs", json=JOB, headers=auth())
+    assert_error(answer, 409, "conflict", "no front end", "runs no jobs")
+    assert client.get(f"/v1/sessions/{sid}/jobs", headers=auth()).json() == []

@@ -25,12 +25,15 @@ from coorm_bridge.core.states import ACTIVE, AppState
 from coorm_bridge.service.passes import application_of
 from coorm_bridge.store import (
     SCHEMA_VERSION,
+    JobCommand,
+    JobRow,
     PlaceholderRow,
     PlaceholderStatus,
     SchemaVersionError,
     SessionRow,
     Store,
     StoreError,
+    new_job_id,
     new_session_id,
 )
 
@@ -541,3 +544,77 @@ def test_nothing_acknowledged_is_lost_to_kill_9(path, synchronous):
         assert reopened.last_seq(session) == len(seqs)
     with sqlite3.connect(path) as raw:
         assert raw.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+# -- jobs ----------------------------------------------------------------------------------------
+
+
+def job(session: SessionRow, **fields) -> JobRow:
+    command = JobCommand(
+        argv=("/bin/true", "x"), environment={"A": "1"}, workdir="/w", stdout="/w/o", stderr="/w/e"
+    )
+    given = {
+        "id": new_job_id(),
+        "session_id": session.id,
+        "cluster": "c1",
+        "name": "solver",
+        "command": command,
+        "walltime": 60,
+        "reservation": "coorm-x-c1",
+        "host_names": ("c1-0", "c1-1"),
+        "created": 100,
+    }
+    return JobRow.model_validate(given | fields)
+
+
+def test_jobs_round_trip_and_their_progress_is_checked_before_it_is_written(store, path):
+    row = new(store)
+    first, second = store.add_job(job(row, created=100)), store.add_job(job(row, created=101))
+    assert store.jobs(row.id) == [first, second]
+    assert store.unfinished_jobs() == [first, second]
+    assert store.job_count(row.id) == 2
+    queued = store.update_job(first.id, step="queued", batch_job="c1.7")
+    with pytest.raises(ValidationError, match="at step running is running"):
+        store.update_job(first.id, step="running", pid=1234, since=5)  # state not said
+    running = store.update_job(first.id, step="running", state="running", pid=1234, since=5)
+    with pytest.raises(ValueError, match="cannot change"):
+        store.update_job(first.id, walltime=3600)
+    ended = store.update_job(first.id, step="ended", state="completed", exit_code=0, ended=160)
+    assert (queued.step, running.pid, ended.state) == ("queued", 1234, "completed")
+    with Store(path) as other:  # through the file
+        assert other.job(first.id) == ended
+        assert other.unfinished_jobs() == [second]
+    with pytest.raises(KeyError):
+        store.add_job(job(row.model_copy(update={"id": "nosuchsession"})))
+    with pytest.raises(KeyError):
+        store.update_job("nosuchjob", cancel=True)
+
+
+def test_purge_keeps_a_session_whose_job_has_not_ended(store):
+    ended, running = new(store), new(store)
+    for row in (ended, running):
+        store.append_event(row.id, killed())
+        store.add_job(job(row))
+        finished(store, row, now=150)
+    (done,) = store.jobs(ended.id)
+    store.update_job(done.id, step="ended", state="cancelled", ended=150)
+    assert store.purge_finished(before=200) == 1
+    assert store.job(done.id) is None  # gone with its session
+    assert [row.id for row in store.sessions()] == [running.id]
+
+
+def test_a_store_of_schema_1_is_brought_up_to_date_and_keeps_what_it_holds(path):
+    with Store(path) as old:
+        row = new(old)
+        old.append_event(row.id, killed())
+    with sqlite3.connect(path) as raw:  # as coorm-bridge wrote it before jobs existed
+        raw.execute("DROP TABLE jobs")
+        raw.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    with Store(path) as store:
+        assert store.sessions() == [row]
+        assert [event.seq for event in store.events(row.id)] == [1]
+        store.add_job(job(row))
+        assert len(store.jobs(row.id)) == 1
+    with sqlite3.connect(path) as raw:
+        version = raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+    assert version == (str(SCHEMA_VERSION),)

@@ -26,6 +26,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Concatenate, ParamSpec, TypeVar
 
 from pydantic import BaseModel
@@ -41,8 +42,10 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
+from coorm_bridge.adapters.frontend import FrontEnd
 from coorm_bridge.adapters.mock import calls
 from coorm_bridge.adapters.mock.clock import Clock, VirtualClock, WallClock
+from coorm_bridge.adapters.mock.frontend import ProcessFrontEnd
 from coorm_bridge.adapters.mock.journal import Anchor, Journal
 from coorm_bridge.adapters.mock.platform import PlatformSpec
 from coorm_bridge.adapters.mock.scheduler import LocalScheduler
@@ -77,15 +80,30 @@ class MockAdapter(Adapter):
     start; a saved one must be of the same platform (else AdapterError) and the clock at or past
     its last call: the platform is rebuilt from its saved start, then resumes at the clock's time.
     The adapter owns the journal: :meth:`close` closes it, as does a failure to build.
+
+    With a ``jobs`` folder it is also the bridge's front end (:mod:`.frontend`): jobs submitted
+    through the bridge run as processes on this host, their folders in ``jobs``, as
+    ``run_jobs`` allows (see :class:`.ProcessFrontEnd`).
     """
 
     def __init__(
-        self, spec: PlatformSpec, clock: Clock | None = None, *, journal: Journal | None = None
+        self,
+        spec: PlatformSpec,
+        clock: Clock | None = None,
+        *,
+        journal: Journal | None = None,
+        jobs: Path | None = None,
+        run_jobs: bool | None = None,
     ) -> None:
         self._lock = threading.RLock()
         self.clock = clock or WallClock(origin=spec.start)
         self.journal = journal
         self._broken: str | None = None
+        self._front_end = (
+            None
+            if jobs is None
+            else ProcessFrontEnd(jobs, run_jobs, submit=self.submit, end=self.end_job)
+        )
         now = self.clock.now()
         if journal is None:
             self.simulation = Simulation(spec, now)
@@ -126,6 +144,9 @@ class MockAdapter(Adapter):
     @_locked
     def clusters(self) -> list[ClusterInfo]:
         return [c.info() for c in self.spec.clusters]
+
+    def front_end(self) -> FrontEnd | None:
+        return self._front_end
 
     @_locked
     def interconnect(self) -> Interconnect:

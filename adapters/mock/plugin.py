@@ -32,18 +32,42 @@ class MockSettings(AdapterSettings):
     """Platform file; None: the packaged default (three clusters)."""
     speedup: Annotated[float, Field(gt=0, allow_inf_nan=False), SPEEDUP_LIMIT] = 1.0
     """Simulated seconds per real second (see limits.MAX_SPEEDUP for the bound)."""
+    run_jobs: bool | None = None
+    """Whether the bridge's front end runs the jobs launchers submit, as processes of the
+    daemon's account on this host: unset, only its own user's and never as root; true,
+    everyone's, even as root; false, none (see :mod:`.frontend`)."""
+
+
+#: The front end's job folders, in the state folder.
+JOBS_FOLDER = "jobs"
 
 
 def create(settings: MockSettings, context: AdapterContext) -> MockAdapter:
-    """The platform saved in the state folder, resumed now (a new one when there is none)."""
+    """The platform saved in the state folder, resumed now (a new one when there is none),
+    with its front end's jobs beside it."""
     spec = load_platform(settings.platform)
-    return resume(spec, context.state_dir / FILE_NAME, settings.speedup)
+    state = context.state_dir
+    return resume(
+        spec,
+        state / FILE_NAME,
+        settings.speedup,
+        jobs=state / JOBS_FOLDER,
+        run_jobs=settings.run_jobs,
+    )
 
 
-def resume(spec: PlatformSpec, path: Path, speedup: float) -> MockAdapter:
+def resume(
+    spec: PlatformSpec,
+    path: Path,
+    speedup: float,
+    *,
+    jobs: Path | None = None,
+    run_jobs: bool | None = None,
+) -> MockAdapter:
     """The platform ``spec`` saved in the journal at ``path``, on a wall clock at ``speedup``
-    that goes on from the saved time; raises AdapterError if the journal is of another
-    platform, in use by another process, or unreadable."""
+    that goes on from the saved time (with a front end whose job folders are in ``jobs``, if
+    given); raises AdapterError if the journal is of another platform, in use by another
+    process, or unreadable."""
     journal = Journal(path)
     try:
         journal.check(spec.identity())  # before writing anything to it
@@ -52,7 +76,7 @@ def resume(spec: PlatformSpec, path: Path, speedup: float) -> MockAdapter:
         now = resumed if resumed is not None else spec.start if spec.start is not None else wall
         clock = WallClock(speedup=speedup, origin=int(now))
         journal.set_anchor(Anchor(time=int(now), wall=wall, speedup=speedup))
-        return MockAdapter(spec, clock, journal=journal)
+        return MockAdapter(spec, clock, journal=journal, jobs=jobs, run_jobs=run_jobs)
     except BaseException:
         journal.close()
         raise

@@ -8,7 +8,14 @@ from __future__ import annotations
 
 from fastapi.responses import JSONResponse
 
-from coorm_bridge.service.errors import Conflict, Invalid, NotFound, OverLimit, SessionError
+from coorm_bridge.service.errors import (
+    Conflict,
+    Invalid,
+    NotFound,
+    NotYours,
+    OverLimit,
+    SessionError,
+)
 
 
 class Unauthenticated(Exception):
@@ -25,6 +32,7 @@ STATUSES: dict[type[Exception], tuple[int, str]] = {
     NotFound: (404, "not_found"),
     Conflict: (409, "conflict"),
     OverLimit: (403, "over_limit"),
+    NotYours: (403, "forbidden"),
     SessionError: (400, "bad_request"),
     Unauthenticated: (401, "unauthenticated"),
     Forbidden: (403, "forbidden"),

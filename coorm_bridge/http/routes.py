@@ -29,6 +29,9 @@ from coorm_bridge.protocol import (
     ErrorBody,
     EventPage,
     Health,
+    JobAnswer,
+    JobInfo,
+    JobRequest,
     RequestAnswer,
     SessionInfo,
     StateAnswer,
@@ -183,6 +186,29 @@ async def withdraw(bridge: TheBridge, session_id: str, user: User) -> StateAnswe
     """Withdraw a session that has not started."""
     row = await blocking(lambda: bridge.withdraw(user, session_id))
     return StateAnswer(session=row.id, state=row.state)
+
+
+@router.post("/sessions/{session_id}/jobs", status_code=201)
+async def submit_job(bridge: TheBridge, session_id: str, body: JobRequest, user: User) -> JobAnswer:
+    """A job into the session's placeholder on a cluster, run by the bridge's front end (the
+    mock platform): accepted and written down, run by the worker; the answer never waits."""
+    answer: JobAnswer = await blocking(lambda: bridge.jobs.submit(user, session_id, body))
+    return answer
+
+
+@router.get("/sessions/{session_id}/jobs")
+async def jobs(bridge: TheBridge, session_id: str, user: User) -> list[JobInfo]:
+    """The session's jobs through the front end, oldest first."""
+    found: list[JobInfo] = await blocking(lambda: bridge.jobs.jobs(user, session_id))
+    return found
+
+
+@router.delete("/sessions/{session_id}/jobs/{job_id}", status_code=202)
+async def cancel_job(bridge: TheBridge, session_id: str, job_id: str, user: User) -> JobInfo:
+    """Cancel a job: its process gets SIGTERM, then SIGKILL after a grace (done by the worker,
+    so the answer is only that it is asked)."""
+    info: JobInfo = await blocking(lambda: bridge.jobs.cancel(user, session_id, job_id))
+    return info
 
 
 @router.get("/health")

@@ -24,6 +24,8 @@ from coorm_bridge.protocol import ClusterHealth, Health, SessionInfo, Subscribed
 from coorm_bridge.service.catalogue import catalogue_changes
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound, OverLimit
+from coorm_bridge.service.jobrunner import JobRunner
+from coorm_bridge.service.jobs import JobDesk
 from coorm_bridge.service.passes import PassRunner, application_of
 from coorm_bridge.service.problems import check_rights
 from coorm_bridge.store import Store
@@ -59,6 +61,9 @@ class Bridge:
         """Called after each pass (from the loop's thread)."""
         self.listeners: list[Callable[[str], None]] = []
         """Called with a session id after events were stored for it (from any thread)."""
+        self.jobs = JobDesk(adapter, store, self._lock, self._own, lambda: self.infos)
+        """Jobs into the sessions' placeholders, for an adapter with a front end (the mock)."""
+        self.job_runner = JobRunner(adapter, store)
 
     def now(self) -> int:
         return self.adapter.now()

@@ -26,3 +26,8 @@ class Conflict(SessionError):
 class OverLimit(SessionError):
     """The caller asks for more than the site's ``[limits]`` allow; the message names the
     limit and where it is set."""
+
+
+class NotYours(SessionError):
+    """The caller may see the session (an admin) but not act as its owner: only the owner's
+    jobs run in its placeholders."""

@@ -1,5 +1,5 @@
 """The bridge's periodic work, on APScheduler: polling, passes, reconciliation (with a re-read of
-the clusters' properties and links), purging.
+the clusters' properties and links), purging; and, on a thread of its own, the front end's jobs.
 
 Each cluster has its own polling job, so that one silent batch system never delays the others
 (clusters one batch-system answer covers, the partitions of a Slurm controller, share theirs);
@@ -25,6 +25,8 @@ log = logging.getLogger(__name__)
 #: Seconds between two reconciliation passes (and how long finished sessions are kept).
 RECONCILE_EVERY = 60.0
 KEEP_FINISHED = 7 * 24 * 3600
+#: Seconds between two looks at the front end's jobs (sooner when a job comes or is cancelled).
+JOBS_EVERY = 0.5
 
 
 class Loop:
@@ -37,6 +39,8 @@ class Loop:
         self._stopping = False
         self._enacting = False
         self._again = False
+        self._jobs_due = threading.Event()
+        self._jobs_thread: threading.Thread | None = None
         clusters = bridge.runner.poller.clusters
         self.scheduler = BackgroundScheduler(
             executors={
@@ -72,6 +76,11 @@ class Loop:
         )
         self.scheduler.add_job(self._purge, IntervalTrigger(hours=1), id="purge")
         self.scheduler.start()
+        # The front end's jobs on a thread of their own: a process's end is seen within half a
+        # second, and a job submitted or cancelled at once, whatever the scheduler runs.
+        self.bridge.jobs.wake = self._jobs_due.set
+        self._jobs_thread = threading.Thread(target=self._jobs, name="jobs", daemon=True)
+        self._jobs_thread.start()
 
     def stop(self) -> None:
         """Stop after the running jobs. ``shutdown(wait=True)`` holds the scheduler's job-store
@@ -79,6 +88,9 @@ class Loop:
         jobs are told to stop touching the scheduler first, or the two would wait for each other."""
         with self._rescheduling:
             self._stopping = True
+        self._jobs_due.set()
+        if self._jobs_thread is not None:
+            self._jobs_thread.join()
         if self.scheduler.running:
             self.scheduler.shutdown(wait=True)
 
@@ -145,6 +157,19 @@ class Loop:
             self.bridge.refresh_catalogue()
         except Exception:
             log.exception("re-reading the clusters' properties failed")
+
+    def _jobs(self) -> None:
+        """Rounds of the front end's jobs until the loop stops (the processes go on: they
+        outlive the daemon, and the next one picks them up)."""
+        while not self._stopping:
+            self._jobs_due.wait(JOBS_EVERY)
+            self._jobs_due.clear()
+            if self._stopping:
+                return
+            try:
+                self.bridge.job_runner.run()
+            except Exception:
+                log.exception("looking after the front end's jobs failed")
 
     def _purge(self) -> None:
         removed = self.bridge.store.purge_finished(self.bridge.now() - KEEP_FINISHED)

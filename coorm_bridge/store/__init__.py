@@ -1,4 +1,5 @@
-"""The store: sessions, their numbered events and the placeholders, in SQLite (WAL).
+"""The store: sessions, their numbered events, the placeholders and the front end's jobs, in
+SQLite (WAL).
 
 It knows rows and transactions, not the policy: a row is checked against the application state
 machine (:mod:`coorm_bridge.core.states`) before it is written.
@@ -6,9 +7,12 @@ machine (:mod:`coorm_bridge.core.states`) before it is written.
 
 from coorm_bridge.store.database import SchemaVersionError, StoreError
 from coorm_bridge.store.rows import (
+    JobCommand,
+    JobRow,
     PlaceholderRow,
     PlaceholderStatus,
     SessionRow,
+    new_job_id,
     new_session_id,
 )
 from coorm_bridge.store.schema import SCHEMA_VERSION
@@ -16,11 +20,14 @@ from coorm_bridge.store.store import Store
 
 __all__ = [
     "SCHEMA_VERSION",
+    "JobCommand",
+    "JobRow",
     "PlaceholderRow",
     "PlaceholderStatus",
     "SchemaVersionError",
     "SessionRow",
     "Store",
     "StoreError",
+    "new_job_id",
     "new_session_id",
 ]

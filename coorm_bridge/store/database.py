@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, Literal, Self
 
-from coorm_bridge.store.schema import SCHEMA, SCHEMA_VERSION
+from coorm_bridge.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 _BUSY_TIMEOUT_MS: Final = 10_000
 
@@ -86,8 +86,12 @@ class Database:
             raise StoreError(f"{self.path}: the file system refused WAL mode (got {mode!r})")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
         conn.execute("PRAGMA foreign_keys = ON")
-        if self._schema_version() is not None:
-            return  # opening an existing store takes no write lock: the daemon may hold it
+        found = self._schema_version()
+        if found == SCHEMA_VERSION:
+            return  # opening a current store takes no write lock: the daemon may hold it
+        if found is not None:
+            self._migrate()
+            return
         with self.transaction():  # check again: another process may have created it meanwhile
             if self._schema_version() is None:
                 for statement in SCHEMA:
@@ -101,8 +105,22 @@ class Database:
                     ],
                 )
 
+    def _migrate(self) -> None:
+        """Bring a store written by an older coorm-bridge to this version, in one transaction:
+        nothing of what it holds changes, tables are only added."""
+        with self.transaction():
+            version = self._schema_version()
+            while version is not None and version < SCHEMA_VERSION:
+                for statement in MIGRATIONS[version]:
+                    self._conn.execute(statement)
+                version += 1
+                self._conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),)
+                )
+
     def _schema_version(self) -> int | None:
-        """The file's schema version, None for an empty file; refuses anything else."""
+        """The file's schema version, None for an empty file; refuses a version it cannot read
+        or bring up to date."""
         found = self._conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")
         tables = {row[0] for row in found}
         if "meta" not in tables:
@@ -111,12 +129,12 @@ class Database:
             return None
         row = self._conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
         version = int(row[0]) if row and str(row[0]).isdigit() else 0
-        if version != SCHEMA_VERSION:
+        if version != SCHEMA_VERSION and version not in MIGRATIONS:
             who = "a newer" if version > SCHEMA_VERSION else "an older"
             raise SchemaVersionError(
                 f"{self.path} has schema version {version}, written by {who} coorm-bridge; this "
-                f"one reads version {SCHEMA_VERSION} only: run a matching coorm-bridge, or point "
-                "the configuration at another database"
+                f"one reads version {SCHEMA_VERSION} (and brings older ones up to it): run a "
+                "matching coorm-bridge, or point the configuration at another database"
             )
         return version
 

@@ -1,4 +1,4 @@
-"""The rows the store keeps: sessions and placeholders, validated before any write.
+"""The rows the store keeps: sessions, placeholders and jobs, validated before any write.
 
 Apart from :mod:`coorm_bridge.store.store` (which only moves them in and out of SQLite) because
 the daemon's other parts (the HTTP API, placement, reconciliation) build and read them too.
@@ -9,11 +9,11 @@ from __future__ import annotations
 import base64
 import secrets
 from enum import StrEnum
-from typing import Annotated, Self
+from typing import Annotated, Final, Literal, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.core.model import Filter, Frozen, Name, Request, Time, UserName
+from coorm_bridge.core.model import Duration, Filter, Frozen, Name, Request, Time, UserName
 from coorm_bridge.core.states import AppState, check
 
 
@@ -89,4 +89,80 @@ class PlaceholderRow(Frozen):
                 f"placeholder {self.name} holds {self.hosts} hosts: give that many distinct "
                 f"host names or none, not {len(self.host_names)}"
             )
+        return self
+
+
+def new_job_id() -> str:
+    """12 characters of lowercase base32 (60 random bits): a valid ``Name``, like session ids."""
+    return base64.b32encode(secrets.token_bytes(10)).decode("ascii").lower()[:12]
+
+
+#: Where a job stands, as launchers see it.
+JobStateName = Literal["pending", "running", "completed", "failed", "cancelled"]
+#: How far the bridge got with a job; each step is written before the batch system or the
+#: front end is asked for the next, so that a crash in between is known after a restart.
+JobStep = Literal["new", "submitting", "queued", "launching", "running", "ended"]
+#: The public state of each step but the last (whose state is the job's outcome).
+STEP_STATES: Final[dict[str, str]] = {
+    "new": "pending",
+    "submitting": "pending",
+    "queued": "pending",
+    "launching": "running",
+    "running": "running",
+}
+#: Why the bridge stopped a job's process: its owner or its session's end ("cancel"), or the
+#: batch system that ended the job under it (its time limit, a host down).
+JobStop = Literal["cancel", "batch"]
+
+
+class JobCommand(Frozen):
+    """What a job runs: an argument vector, the environment it gives, where, and its output."""
+
+    argv: tuple[str, ...] = Field(min_length=1)
+    environment: dict[str, str] = Field(default_factory=dict)
+    workdir: str
+    stdout: str
+    stderr: str
+
+
+class JobRow(Frozen):
+    """One job a launcher submitted through the bridge's front end into a session's
+    placeholder on one cluster, and how far it got."""
+
+    id: Name
+    session_id: Name
+    cluster: Name
+    name: Name
+    command: JobCommand
+    walltime: Duration
+    reservation: Name
+    host_names: tuple[Name, ...] = Field(min_length=1)
+    step: JobStep = "new"
+    state: JobStateName = "pending"
+    cancel: bool = False
+    """Its owner asked for it to be cancelled (persisted before the answer)."""
+    stop: JobStop | None = None
+    """Why the bridge stopped its process, once it did."""
+    batch_job: Annotated[str, Field(min_length=1, max_length=64)] | None = None
+    """Its id in the batch system, once submitted."""
+    pid: Annotated[int, Field(gt=1, strict=True)] | None = None
+    since: Annotated[int, Field(ge=0, strict=True)] | None = None
+    exit_code: int | None = None
+    signal: int | None = None
+    reason: Annotated[str, Field(max_length=2000)] | None = None
+    created: Time
+    started: Time | None = None
+    ended: Time | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Self:
+        expected = STEP_STATES.get(self.step)
+        if expected is not None and self.state != expected:
+            raise ValueError(f"job {self.id} at step {self.step} is {expected}, not {self.state}")
+        if self.step == "ended" and self.state in ("pending", "running"):
+            raise ValueError(f"job {self.id} ended: its state is final, not {self.state}")
+        if self.step in ("queued", "launching", "running") and self.batch_job is None:
+            raise ValueError(f"job {self.id} at step {self.step} has a batch job")
+        if self.step == "running" and self.pid is None:
+            raise ValueError(f"job {self.id} runs: it has a process")
         return self

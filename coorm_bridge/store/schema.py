@@ -14,11 +14,26 @@ from typing import Any, Final
 from pydantic import TypeAdapter
 
 from coorm_bridge.core.messages import Event
-from coorm_bridge.store.rows import PlaceholderRow, SessionRow
+from coorm_bridge.store.rows import JobRow, PlaceholderRow, SessionRow
 
 #: Bump on any schema change, with a migration from the previous version.
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
+
+JOBS: Final = (
+    """CREATE TABLE jobs (
+        id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
+        cluster TEXT NOT NULL, name TEXT NOT NULL, command TEXT NOT NULL,
+        walltime INTEGER NOT NULL, reservation TEXT NOT NULL, host_names TEXT NOT NULL,
+        step TEXT NOT NULL, state TEXT NOT NULL, cancel INTEGER NOT NULL, stop TEXT,
+        batch_job TEXT, pid INTEGER, since INTEGER, exit_code INTEGER, signal INTEGER,
+        reason TEXT, created INTEGER NOT NULL, started INTEGER, ended INTEGER)""",
+    "CREATE INDEX jobs_by_session ON jobs (session_id, created)",
+    "CREATE INDEX jobs_by_step ON jobs (step)",
+)
+#: What brings a store of each older version to the next one (applied in one transaction).
+MIGRATIONS: Final = {1: JOBS}
 
 SCHEMA: Final = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -36,13 +51,14 @@ SCHEMA: Final = (
         cluster TEXT NOT NULL, name TEXT UNIQUE NOT NULL, start INTEGER NOT NULL,
         end INTEGER NOT NULL, hosts INTEGER NOT NULL, host_names TEXT NOT NULL,
         status TEXT NOT NULL, PRIMARY KEY (session_id, cluster))""",
+    *JOBS,
 )
 
 
-JSON_COLUMNS: Final = frozenset({"filter", "clusters", "request", "host_names"})
+JSON_COLUMNS: Final = frozenset({"filter", "clusters", "request", "host_names", "command"})
 
 
-def to_sql(row: SessionRow | PlaceholderRow) -> dict[str, object]:
+def to_sql(row: SessionRow | PlaceholderRow | JobRow) -> dict[str, object]:
     """The row's columns as named parameters: nested values as JSON text, enums as strings."""
     data = row.model_dump(mode="json")
     return {k: json.dumps(v) if k in JSON_COLUMNS and v is not None else v for k, v in data.items()}
@@ -74,3 +90,7 @@ def _parsed_session(columns: tuple[str, ...], values: tuple[Any, ...]) -> Sessio
 
 def placeholder_row(row: sqlite3.Row) -> PlaceholderRow:
     return PlaceholderRow.model_validate(from_sql(row))
+
+
+def job_row(row: sqlite3.Row) -> JobRow:
+    return JobRow.model_validate(from_sql(row))

@@ -1,4 +1,5 @@
-"""The daemon's persistent store: sessions, their numbered events, and our placeholders (SQLite).
+"""The daemon's persistent store: sessions, their numbered events, our placeholders and the
+jobs of the bridge's front end (SQLite, the jobs' queries in :mod:`coorm_bridge.store.jobs`).
 
 Every state change is written here *before* it is acknowledged to a launcher, so that after a
 ``kill -9`` and a restart nothing acknowledged is lost and launchers resume their event streams
@@ -21,7 +22,7 @@ from typing import Final
 from coorm_bridge.core.messages import Event
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import FINAL, AppState, transition
-from coorm_bridge.store.database import Database
+from coorm_bridge.store.jobs import JobQueries
 from coorm_bridge.store.rows import (
     PlaceholderRow,
     SessionRow,
@@ -40,8 +41,8 @@ _UNSET: Final = _Unset.UNSET
 _UPDATABLE: Final = ("state", "request", "estimated_start", "started_at", "done_at", "alloc_end")
 
 
-class Store(Database):
-    """Sessions, events and placeholders in the database; thread-safe like it."""
+class Store(JobQueries):
+    """Sessions, events, placeholders and jobs in the database; thread-safe like it."""
 
     # -- sessions ----------------------------------------------------------------------------
 
@@ -130,8 +131,10 @@ class Store(Database):
             cursor = self._conn.execute(
                 "DELETE FROM sessions WHERE state IN (SELECT value FROM json_each(?)) "
                 "AND updated < ? "
-                # One still holding a placeholder keeps its row until it is released.
-                "AND id NOT IN (SELECT session_id FROM placeholders)",
+                # One still holding a placeholder keeps its row until it is released, one
+                # with a job not ended yet until it ends.
+                "AND id NOT IN (SELECT session_id FROM placeholders) "
+                "AND id NOT IN (SELECT session_id FROM jobs WHERE step != 'ended')",
                 (json.dumps([state.value for state in FINAL]), before),
             )
             return cursor.rowcount

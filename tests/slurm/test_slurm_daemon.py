@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from coorm_bridge.core.model import Submission
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.protocol import JobRequest
 
 pytestmark = [pytest.mark.slurm, pytest.mark.daemon]
 
@@ -59,6 +61,23 @@ def test_the_demo_co_allocates_on_slurm_through_the_daemon(slurm_partitions):
                     time.sleep(0.2)
             assert health.status == "ok"
             assert set(health.clusters) == set(slurm_partitions.clusters)
+            # Launchers learn how to submit into the placeholders: sbatch, here, -p, SLURM_CONF.
+            told = {info.name: info.submission for info in client.clusters()}
+            assert told == {
+                p: Submission(kind="slurm", partition=p, slurm_conf=str(conf))
+                for p in slurm_partitions.clusters
+            }
+            # Slurm takes jobs itself: the bridge's own front end says so, and takes none.
+            sid = client.subscribe().session
+            job = JobRequest(
+                cluster=slurm_partitions.clusters[0], name="x", argv=["true"], workdir="/tmp",
+                walltime=60, stdout="/tmp/x.out", stderr="/tmp/x.err",
+            )  # fmt: skip
+            with pytest.raises(BridgeError) as refused:
+                client.submit_job(sid, job)
+            assert refused.value.status == 409
+            assert "submit with sbatch (kind slurm)" in refused.value.detail
+            client.withdraw(sid)
         demo = subprocess.run(
             [str(script), "demo", "--url", url],
             capture_output=True,

@@ -1,0 +1,158 @@
+"""Jobs into a session's placeholders, through the bridge's front end (the mock platform's).
+
+A batch system with commands takes jobs itself (``ClusterInfo.submission``); the simulated one
+has none, so the bridge takes them for it: only from the session's owner, only into a started
+session's placeholder, within its allocation. The HTTP API only validates and writes the job
+down (:class:`JobDesk`): it never waits on the batch system nor on a process. The worker
+(:class:`.jobrunner.JobRunner`, run by the loop) submits it to the batch system, starts its
+process through the adapter's :class:`~coorm_bridge.adapters.frontend.FrontEnd` once the
+batch system runs it, and watches both until they end.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+from typing import Final
+
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.model import ClusterInfo
+from coorm_bridge.core.states import AppState
+from coorm_bridge.placement.placeholders import HELD
+from coorm_bridge.protocol import JobAnswer, JobInfo, JobRequest
+from coorm_bridge.service.errors import Conflict, Invalid, NotFound, NotYours, OverLimit
+from coorm_bridge.store import JobCommand, JobRow, SessionRow, Store, new_job_id
+
+#: Jobs one session may submit, ended ones included (a launcher runs a few per cluster).
+MAX_JOBS: Final = 1000
+#: The commands a launcher submits with, per batch system.
+TOOLS: Final = {"slurm": "sbatch", "oar": "oarsub"}
+
+
+class JobDesk:
+    """The HTTP API's side of jobs; ``own(user, session)`` is the bridge's ownership check
+    (404 for a session that is not the caller's), ``lock`` the bridge's lock."""
+
+    def __init__(
+        self,
+        adapter: Adapter,
+        store: Store,
+        lock: AbstractContextManager[object],
+        own: Callable[[str, str], SessionRow],
+        infos: Callable[[], list[ClusterInfo]],
+    ) -> None:
+        self.adapter = adapter
+        self.store = store
+        self.lock = lock
+        self.own = own
+        self.infos = infos
+        self.wake: Callable[[], None] = lambda: None
+        """Tells the worker there is something new (set by the loop)."""
+
+    def submit(self, user: str, session_id: str, body: JobRequest) -> JobAnswer:
+        """Accept a job: checked, written down, and handed to the worker; nothing is run yet."""
+        with self.lock:
+            row = self.own(user, session_id)
+            if row.owner != user:
+                raise NotYours(
+                    f"only {row.owner}, the owner of session {session_id}, submits jobs into it"
+                )
+            front = self.adapter.front_end()
+            if front is None:
+                raise Conflict(self._takes_jobs_itself(session_id, body.cluster))
+            if row.state is not AppState.STARTED:
+                raise Conflict(
+                    f"session {session_id} is {row.state.value}, not started: jobs go into the "
+                    "placeholders of a started session"
+                )
+            held = {p.cluster: p for p in self.store.placeholders(session_id)}
+            placeholder = held.get(body.cluster)
+            if placeholder is None or placeholder.status is not HELD:
+                clusters = ", ".join(c for c, p in sorted(held.items()) if p.status is HELD)
+                raise Conflict(
+                    f"cluster {body.cluster} is not in the allocation of session {session_id} "
+                    f"(it holds {clusters or 'nothing'})"
+                )
+            now = self.adapter.now()
+            end = row.alloc_end
+            assert end is not None  # a started session has its end
+            if now + body.walltime > end:
+                raise Conflict(
+                    f"a walltime of {body.walltime} s passes the allocation's end ({end}): at "
+                    f"most {max(0, end - now)} s are left"
+                )
+            refusal = front.refusal(row.owner)
+            if refusal is not None:
+                raise Conflict(refusal)
+            if self.store.job_count(session_id) >= MAX_JOBS:
+                raise OverLimit(f"session {session_id} has submitted {MAX_JOBS} jobs, the most")
+            if not os.path.isdir(body.workdir):
+                raise Invalid(f"workdir: {body.workdir} is not a folder on the bridge's host")
+            job = self.store.add_job(
+                JobRow(
+                    id=new_job_id(),
+                    session_id=session_id,
+                    cluster=body.cluster,
+                    name=body.name,
+                    command=JobCommand(
+                        argv=body.argv,
+                        environment=body.environment,
+                        workdir=body.workdir,
+                        stdout=body.stdout,
+                        stderr=body.stderr,
+                    ),
+                    walltime=body.walltime,
+                    reservation=placeholder.name,
+                    host_names=placeholder.host_names,
+                    created=now,
+                )
+            )
+        self.wake()
+        return JobAnswer(job=job.id, cluster=job.cluster, hosts=job.host_names)
+
+    def jobs(self, user: str, session_id: str) -> list[JobInfo]:
+        """The session's jobs, oldest first (its owner's, or an admin's view)."""
+        self.own(user, session_id)
+        return [info_of(job) for job in self.store.jobs(session_id)]
+
+    def cancel(self, user: str, session_id: str, job_id: str) -> JobInfo:
+        """Ask for a job to end; the worker cancels it in the batch system and stops its
+        process (SIGTERM, then SIGKILL after a grace). Asking again, or for an ended job, is
+        harmless."""
+        with self.lock:
+            self.own(user, session_id)
+            job = self.store.job(job_id)
+            if job is None or job.session_id != session_id:
+                raise NotFound(f"no job {job_id} in session {session_id}")
+            if job.step != "ended" and not job.cancel:
+                job = self.store.update_job(job_id, cancel=True)
+        self.wake()
+        return info_of(job)
+
+    def _takes_jobs_itself(self, session_id: str, cluster: str) -> str:
+        info = next((c for c in self.infos() if c.name == cluster), None)
+        kind = None if info is None or info.submission is None else info.submission.kind
+        if kind == "mock":
+            return "this simulated platform has no front end (no state folder): it runs no jobs"
+        how = f"with {TOOLS[kind]} (kind {kind})" if kind in TOOLS else "with its own commands"
+        held = self.store.placeholder(session_id, cluster)
+        into = "" if held is None else f" into reservation {held.name}"
+        return f"this cluster's batch system takes jobs itself: submit {how}{into}"
+
+
+def info_of(job: JobRow) -> JobInfo:
+    return JobInfo(
+        job=job.id,
+        cluster=job.cluster,
+        name=job.name,
+        state=job.state,
+        exit_code=job.exit_code,
+        hosts=job.host_names,
+        signal=job.signal,
+        reason=job.reason,
+        batch_job=job.batch_job,
+        submitted=job.created,
+        started=job.started,
+        ended=job.ended,
+    )

@@ -1,0 +1,439 @@
+"""The mock platform's front end through a real daemon: jobs submitted into a session's own
+placeholders run as processes on this host, the simulated batch system sees them, and they end
+as a batch system's would (exit, cancel, time limit, session's end), never twice across a
+``kill -9``.
+
+Each test starts its own ``coorm-bridge serve`` and stops it by PID; the job processes it
+leaves (supervisors outlive the daemon on purpose) are killed by the PIDs in its state folder.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coorm_bridge.adapters.base import ClusterSnapshot, JobState
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.adapters.mock.clock import VirtualClock
+from coorm_bridge.adapters.mock.journal import FILE_NAME, Journal
+from coorm_bridge.adapters.mock.platform import load_platform
+from coorm_bridge.core.messages import StartEvent
+from coorm_bridge.core.model import Filter, Request, Submission
+from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.protocol import JobInfo, JobRequest
+
+pytestmark = pytest.mark.daemon
+
+ALICE = "alice-token-0123456789"
+BOB = "bob-token-0123456789abc"
+PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n[[cluster]]\nname = "c2"\nhosts = 4\n'
+CONFIG = """
+[bridge]
+socket = "bridge.sock"
+state_dir = "state"
+[bridge.tcp]
+host = "127.0.0.1"
+port = {port}
+[bridge.tokens]
+"{alice}" = "alice"
+"{bob}" = "bob"
+[policy]
+interval = 0.2
+fair_start = 2
+[placement]
+poll_interval = 0.5
+[adapter]
+kind = "mock"
+platform = "platform.toml"
+{run_jobs}
+"""
+SERVE = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Daemon:
+    """``coorm-bridge serve`` over a folder of its own, its front end running jobs."""
+
+    def __init__(self, folder: Path, run_jobs: str = "run_jobs = true") -> None:
+        self.folder = folder
+        self.port = free_port()
+        (folder / "platform.toml").write_text(PLATFORM)
+        self.config = folder / "coorm-bridge.toml"
+        text = CONFIG.format(port=self.port, alice=ALICE, bob=BOB, run_jobs=run_jobs)
+        self.config.write_text(text)
+        self.config.chmod(0o600)
+        self.log = folder / "daemon.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> Daemon:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", SERVE, "serve", "--config", str(self.config)],
+                cwd=self.folder,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 60
+        with self.client() as client:
+            while time.monotonic() < deadline:
+                assert self.process.poll() is None, self.log.read_text()
+                try:
+                    client.health()
+                    return self
+                except BridgeError:
+                    time.sleep(0.1)
+        raise AssertionError(f"the daemon did not start:\n{self.log.read_text()}")
+
+    def kill(self, sig: int = signal.SIGKILL) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(30)
+
+    def client(self, token: str | None = None) -> BridgeClient:
+        if token is None:
+            return BridgeClient(f"unix://{self.folder / 'bridge.sock'}", timeout=10)
+        return BridgeClient(f"http://127.0.0.1:{self.port}", token=token, timeout=10)
+
+    @property
+    def jobs_folder(self) -> Path:
+        return self.folder / "state" / "jobs"
+
+    def batch(self, cluster: str, batch_job: str) -> tuple[JobState, ClusterSnapshot]:
+        """What the simulated batch system says of a job, and its cluster now: read from the
+        platform the daemon saved, without the daemon (as ``python -m ...adapters.mock``)."""
+        with Journal(self.folder / "state" / FILE_NAME, readonly=True) as journal:
+            now = journal.resume_time(time.time())
+            assert now is not None
+            spec = load_platform(self.folder / "platform.toml")
+            adapter = MockAdapter(spec, VirtualClock(now), journal=journal)
+            return adapter.job_state(cluster, batch_job), adapter.snapshot([cluster]).clusters[
+                cluster
+            ]
+
+
+@pytest.fixture
+def make_daemon() -> Iterator[Callable[..., Daemon]]:
+    folder = Path(tempfile.mkdtemp(prefix="cbj-", dir="/tmp"))  # a socket path is short
+    made: list[Daemon] = []
+
+    def make(**options: Any) -> Daemon:
+        made.append(Daemon(folder, **options))
+        return made[-1]
+
+    yield make
+    for daemon in made:
+        daemon.kill()
+    for pid_file in [*folder.glob("state/jobs/*/job.pid"), *folder.glob("state/jobs/*/*.pid")]:
+        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError, OSError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def daemon(make_daemon: Callable[..., Daemon]) -> Daemon:
+    return make_daemon().start()
+
+
+def started(client: BridgeClient, nodes: dict[str, int], duration: int = 600) -> tuple[str, Any]:
+    """A session of the caller's, started on ``nodes``: its id and its start event."""
+    sid = client.subscribe(Filter(clusters=("c1", "c2"))).session
+    client.request(sid, Request(nodes=nodes, duration=duration))
+    deadline, after = time.monotonic() + 30, 0
+    while time.monotonic() < deadline:
+        for event in client.events(sid, after=after, wait=5):
+            after = event.seq
+            if isinstance(event, StartEvent):
+                return sid, event
+    raise AssertionError(f"session {sid} did not start")
+
+
+def job(work: Path, code: str, **fields: Any) -> JobRequest:
+    work.mkdir(exist_ok=True)
+    given = {
+        "cluster": "c1",
+        "name": "solver",
+        "argv": [sys.executable, "-c", code],
+        "workdir": str(work),
+        "walltime": 300,
+        "stdout": str(work / "out.txt"),
+        "stderr": str(work / "err.txt"),
+    }
+    return JobRequest.model_validate(given | fields)
+
+
+def wait_job(
+    client: BridgeClient, sid: str, job_id: str, until: Callable[[JobInfo], bool], timeout=30
+) -> JobInfo:
+    deadline = time.monotonic() + timeout
+    while True:
+        (info,) = [j for j in client.jobs(sid) if j.job == job_id]
+        if until(info):
+            return info
+        assert time.monotonic() < deadline, info
+        time.sleep(0.1)
+
+
+def wait_file(path: Path, timeout: float = 30) -> str:
+    deadline = time.monotonic() + timeout
+    while not path.exists() or not path.read_text().endswith("\n"):
+        assert time.monotonic() < deadline, f"{path} never came"
+        time.sleep(0.05)
+    return path.read_text()
+
+
+def gone(pid: int) -> bool:
+    """No such process any more (a zombie nobody reaped counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat[stat.rindex(")") + 2] in "ZX"
+
+
+#: A job that says what it got, then waits for ``go`` and exits with the code written in it.
+REPORTER = (
+    "import json, os, sys, time; print('to stderr', file=sys.stderr);"
+    "print(json.dumps({'cwd': os.getcwd(), 'env': dict(os.environ), 'pid': os.getpid()}),"
+    " flush=True)\n"
+    "while not os.path.exists('go'): time.sleep(0.05)\n"
+    "sys.exit(int(open('go').read()))"
+)
+#: A job that notes each start in ``runs``, then waits for ``go`` and exits with its code.
+RUNNER = (
+    "import os, sys, time; open('runs', 'a').write(f'{os.getpid()}\\n')\n"
+    "while not os.path.exists('go'): time.sleep(0.05)\n"
+    "sys.exit(int(open('go').read()))"
+)
+SLEEPER = "import os, time; open('pid', 'w').write(f'{os.getpid()}\\n'); time.sleep(600)"
+
+
+def test_a_job_runs_in_its_session_on_this_host_and_the_batch_system_sees_it_end(daemon):
+    with daemon.client() as client:
+        told = {info.name: info.submission for info in client.clusters()}
+        assert told == {"c1": Submission(kind="mock"), "c2": Submission(kind="mock")}
+        sid, start = started(client, {"c1": 3, "c2": 1})
+        work = daemon.folder / "work"
+        answer = client.submit_job(sid, job(work, REPORTER, environment={"MY_VAR": "a b=c"}))
+        assert (answer.cluster, answer.hosts) == ("c1", tuple(start.allocations["c1"].hosts))
+        said = json.loads(wait_file(work / "out.txt"))
+        assert said["cwd"] == str(work)
+        env = said["env"]
+        assert env["MY_VAR"] == "a b=c"
+        assert env["COORM_JOB_ID"] == answer.job
+        assert env["COORM_JOB_HOSTS"] == ",".join(answer.hosts)
+        assert env["COORM_CLUSTER"] == "c1"
+        for inherited in ("PATH", "HOME", "LANG"):
+            assert env.get(inherited) == os.environ.get(inherited)
+        assert set(env) - {"LC_CTYPE"} <= {"MY_VAR", "PATH", "HOME", "LANG"} | {
+            "COORM_JOB_ID",
+            "COORM_JOB_HOSTS",
+            "COORM_CLUSTER",
+        }
+        assert (work / "err.txt").read_text() == "to stderr\n"
+        info = wait_job(client, sid, answer.job, lambda j: j.state == "running")
+        assert info.batch_job is not None
+        # The simulated batch system runs it inside the session's placeholder, on its hosts.
+        state, shot = daemon.batch("c1", info.batch_job)
+        assert state is JobState.RUNNING
+        (seen,) = [j for j in shot.jobs if j.id == info.batch_job]
+        assert seen.reservation == start.allocations["c1"].reservation
+        assert set(seen.host_names) == set(answer.hosts)
+
+        # A second job on the same cluster waits: each one runs on all the allocation's hosts.
+        again = client.submit_job(sid, job(daemon.folder / "work2", "pass"))
+        time.sleep(1)
+        assert [j.state for j in client.jobs(sid)] == ["running", "pending"]
+
+        (work / "go").write_text("3")
+        info = wait_job(client, sid, answer.job, lambda j: j.state != "running")
+        assert (info.state, info.exit_code, info.signal) == ("failed", 3, None)
+        state, shot = daemon.batch("c1", info.batch_job)
+        assert state is JobState.FAILED  # it ended with its process, not at its limit
+        assert info.batch_job not in {j.id for j in shot.jobs}
+        assert gone(said["pid"])
+
+        # The next one then runs, and exits 0: completed, there too.
+        info = wait_job(client, sid, again.job, lambda j: j.state not in ("pending", "running"))
+        assert (info.state, info.exit_code) == ("completed", 0)
+        assert daemon.batch("c1", info.batch_job)[0] is JobState.COMPLETED
+        assert [j.job for j in client.jobs(sid)] == [answer.job, again.job]
+
+
+def test_only_the_owner_submits_sees_and_cancels_its_jobs(daemon):
+    with daemon.client(ALICE) as alice, daemon.client(BOB) as bob:
+        sid, _ = started(alice, {"c1": 1})
+        mine = alice.submit_job(sid, job(daemon.folder / "w", SLEEPER))
+        for call in (
+            lambda: bob.submit_job(sid, job(daemon.folder / "w", "pass")),
+            lambda: bob.jobs(sid),
+            lambda: bob.cancel_job(sid, mine.job),
+        ):
+            with pytest.raises(BridgeError) as refused:
+                call()
+            assert refused.value.status == 404
+        assert [j.job for j in alice.jobs(sid)] == [mine.job]
+        with pytest.raises(BridgeError) as refused:
+            alice.cancel_job(sid, "nosuchjob")
+        assert refused.value.status == 404
+        alice.cancel_job(sid, mine.job)
+
+
+def test_refused_jobs_change_nothing(daemon):
+    work = daemon.folder / "w"
+    with daemon.client() as client:
+        waiting = client.subscribe(Filter(clusters=("c1", "c2"))).session
+        sid, start = started(client, {"c1": 2}, duration=120)
+        left = start.end - client.health().time
+        refusals = [
+            (waiting, job(work, "pass"), 409, "not started"),
+            (sid, job(work, "pass", cluster="c2"), 409, "c2 is not in the allocation"),
+            (sid, job(work, "pass", walltime=left + 60), 409, "passes the allocation's end"),
+            (sid, job(work, "pass", workdir="/no/such/folder", stdout="/no/such/folder/o",
+                      stderr="/no/such/folder/e", walltime=30), 422, "not a folder"),
+        ]  # fmt: skip
+        for session, body, status, words in refusals:
+            with pytest.raises(BridgeError) as refused:
+                client.submit_job(session, body)
+            assert (refused.value.status, refused.value.code) == (
+                status,
+                "conflict" if status == 409 else "invalid",
+            )
+            assert words in refused.value.detail
+        # What the protocol refuses before anything else (no shell, bounded, inside workdir).
+        raw = job(work, "pass", walltime=30).model_dump(mode="json")
+        http = client._http  # the body as a launcher in another language could send it
+        base = f"{client._base}/v1/sessions/{sid}/jobs"
+        for bad in (
+            {"argv": ["/bin/echo", "a\u0000b"]},
+            {"argv": ["x"] * 2000},
+            {"stdout": "/etc/passwd"},
+            {"workdir": "relative/path"},
+            {"environment": {"COORM_JOB_ID": "mine"}},
+            {"environment": {"A": "x" * 40_000}},
+            {"name": "two words"},
+            {"walltime": 0},
+        ):
+            answer = http.post(base, json=raw | bad, timeout=10)
+            assert answer.status_code == 422, (bad, answer.text)
+            assert answer.json()["error"] == "invalid"
+        assert client.jobs(sid) == []
+        assert client.jobs(waiting) == []
+    assert not daemon.jobs_folder.exists() or not any(daemon.jobs_folder.iterdir())
+    assert not (work / "out.txt").exists()
+
+
+def test_cancel_stops_the_process_and_done_stops_the_rest(daemon):
+    with daemon.client() as client:
+        sid, _ = started(client, {"c1": 2, "c2": 2})
+        first = client.submit_job(sid, job(daemon.folder / "a", SLEEPER))
+        second = client.submit_job(sid, job(daemon.folder / "b", SLEEPER, cluster="c2"))
+        pids = [int(wait_file(daemon.folder / w / "pid")) for w in ("a", "b")]
+        answer = client.cancel_job(sid, first.job)
+        assert answer.job == first.job
+        info = wait_job(client, sid, first.job, lambda j: j.state != "running")
+        assert (info.state, info.exit_code, info.signal) == ("cancelled", None, signal.SIGTERM)
+        assert gone(pids[0])
+        assert daemon.batch("c1", info.batch_job)[0] is JobState.CANCELLED
+        assert client.cancel_job(sid, first.job).state == "cancelled"  # again: harmless
+        # done: the application has exited; whatever it left running goes.
+        client.done(sid)
+        info = wait_job(client, sid, second.job, lambda j: j.state != "running")
+        assert info.state == "cancelled"
+        assert info.reason == "its application sent done: the jobs it left are cancelled"
+        assert gone(pids[1])
+
+
+def test_a_job_still_running_at_the_allocations_end_is_killed(daemon):
+    with daemon.client() as client:
+        sid, start = started(client, {"c1": 1}, duration=6)
+        left = start.end - client.health().time
+        answer = client.submit_job(sid, job(daemon.folder / "w", SLEEPER, walltime=left))
+        pid = int(wait_file(daemon.folder / "w" / "pid"))
+        info = wait_job(client, sid, answer.job, lambda j: j.state != "running", timeout=60)
+        ended_at = client.health().time
+        assert info.state in ("failed", "cancelled")  # its limit, or its session's end
+        assert info.exit_code is None
+        assert info.ended is not None
+        assert start.end - 1 <= info.ended <= start.end + 3
+        assert ended_at <= start.end + 10
+        assert gone(pid)
+
+
+def test_a_job_past_its_own_walltime_is_killed_by_the_batch_system_as_failed(daemon):
+    with daemon.client() as client:
+        sid, _ = started(client, {"c1": 1})
+        answer = client.submit_job(sid, job(daemon.folder / "w", SLEEPER, walltime=3))
+        pid = int(wait_file(daemon.folder / "w" / "pid"))
+        info = wait_job(client, sid, answer.job, lambda j: j.state != "running")
+        assert (info.state, info.exit_code, info.signal) == ("failed", None, signal.SIGTERM)
+        assert "time limit" in (info.reason or "")
+        assert info.started is not None
+        assert info.ended is not None
+        assert 3 <= info.ended - info.started <= 5
+        assert gone(pid)
+        assert daemon.batch("c1", info.batch_job or "")[0] is JobState.FAILED
+        assert client.session(sid).state.value == "started"  # the session goes on
+
+
+def test_a_killed_daemon_restarted_runs_no_job_twice_and_finds_how_each_ended(make_daemon):
+    first = make_daemon().start()
+    folder = first.folder
+    with first.client() as client:
+        sid, _ = started(client, {"c1": 1, "c2": 1})
+        other, _ = started(client, {"c1": 1})
+        running = client.submit_job(sid, job(folder / "a", RUNNER))
+        meanwhile = client.submit_job(sid, job(folder / "b", RUNNER, cluster="c2"))
+        lost = client.submit_job(other, job(folder / "c", SLEEPER, name="lost"))
+        for work in ("a", "b"):
+            wait_file(folder / work / "runs")
+        wait_file(folder / "c" / "pid")
+    first.kill(signal.SIGKILL)
+    # While no daemon runs: one job ends by itself, the other is killed with its supervisor.
+    (folder / "b" / "go").write_text("7")
+    for name in ("supervisor.pid", "job.pid"):
+        os.killpg(int((first.jobs_folder / lost.job / name).read_text()), signal.SIGKILL)
+    time.sleep(0.5)
+    second = make_daemon().start()
+    with second.client() as client:
+        ended = wait_job(client, sid, meanwhile.job, lambda j: j.state != "running")
+        assert (ended.state, ended.exit_code) == ("failed", 7)
+        gone_info = wait_job(client, other, lost.job, lambda j: j.state != "running")
+        assert gone_info.state == "failed"
+        assert "no exit status" in (gone_info.reason or "")
+        assert client.jobs(sid)[0].state == "running"  # still running, watched again
+        (folder / "a" / "go").write_text("0")
+        done = wait_job(client, sid, running.job, lambda j: j.state != "running")
+        assert (done.state, done.exit_code) == ("completed", 0)
+    for work in ("a", "b"):
+        assert len((folder / work / "runs").read_text().splitlines()) == 1  # never run again
+    assert second.batch("c2", ended.batch_job or "")[0] is JobState.FAILED
+
+
+def test_a_daemon_running_as_root_or_for_someone_else_runs_no_job_unless_told(make_daemon):
+    daemon = make_daemon(run_jobs="").start()
+    with daemon.client(ALICE) as alice:  # alice is not the daemon's account
+        sid, _ = started(alice, {"c1": 1})
+        with pytest.raises(BridgeError) as refused:
+            alice.submit_job(sid, job(daemon.folder / "w", "pass"))
+        assert refused.value.status == 409
+        assert "runs jobs as the daemon's account" in refused.value.detail
+        assert "run_jobs = true" in refused.value.detail
+        assert alice.jobs(sid) == []
