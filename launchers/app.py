@@ -61,6 +61,8 @@ RESERVED_ENV = frozenset(
         "COORM_HOSTFILE",
         "COORM_SESSION",
         "COORM_RUN_DIR",
+        "COORM_JOB_ID",  # the mock's front end sets these two
+        "COORM_JOB_HOSTS",
     }
 )
 

@@ -52,7 +52,9 @@ def countdown(seconds: int) -> str:
     return f"{minutes}m{secs:02d}s" if minutes else f"{secs}s"
 
 
-def estimate_text(estimated: int | None, now: float, requested: bool) -> str:
+def estimate_text(estimated: int | None, now: float, requested: bool, state: str = "") -> str:
+    if state == "running":
+        return "started" if estimated is None else f"started {clock(estimated)}"
     if not requested:
         return "no request yet"
     if estimated is None:
@@ -91,7 +93,7 @@ class PlainDisplay:
         if now == self._last:
             return
         self._last = now
-        said = f"{state}; {estimate_text(estimated, time.time(), request is not None)}"
+        said = f"{state}; {estimate_text(estimated, time.time(), request is not None, state)}"
         if request is not None:
             said += f"; asking {request_text(request)}"
         self._line(self.out, f"{said}{f'; {detail}' if detail else ''}")
@@ -129,7 +131,7 @@ class LiveDisplay:
         state, request, estimated, detail = self._state
         parts = [
             f"[bold]{escape(state)}[/bold]",
-            escape(estimate_text(estimated, time.time(), request is not None)),
+            escape(estimate_text(estimated, time.time(), request is not None, state)),
             f"asking {escape(request_text(request))}",
         ]
         if detail:

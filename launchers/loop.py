@@ -270,8 +270,9 @@ class Launch:
                 if run.poll():
                     return run.exit_status()
                 next_poll = time.monotonic() + interval
-            left = max(0, start.end - int(time.time()))
-            self.display.status("running", self.request, None, f"{left} s of allocation left")
+            self.display.status(
+                "running", self.request, start.time, f"allocation ends {clock(start.end)}"
+            )
             item = self._next(min(1.0, interval))
             if item is not None and item.type in ("killed", "error", "withdrawn", "ended"):
                 raise RunEnded(EXIT_FAILED, _ending(item))

@@ -8,21 +8,23 @@ runs on the bridge's host, so the rendezvous address of a part is the loopback a
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Protocol
 
+from pydantic import ValidationError
+
+from coorm_bridge.core.model import describe
 from coorm_bridge.launchers.client import BridgeError
 from coorm_bridge.launchers.deploy.base import Deployer, DeployError, JobStatus
 from coorm_bridge.launchers.rundir import JobPlan
-
-_STATES = frozenset({"pending", "running", "completed", "failed", "cancelled"})
+from coorm_bridge.protocol import JOB_VARIABLES, JobAnswer, JobInfo, JobRequest
 
 
 class FrontEnd(Protocol):
     """The bridge's job calls (:class:`~coorm_bridge.launchers.client.BridgeClient`)."""
 
-    def submit_job(self, session: str, job: Any) -> Any: ...
-    def jobs(self, session: str) -> list[Any]: ...
-    def cancel_job(self, session: str, job: str) -> Any: ...
+    def submit_job(self, session: str, job: JobRequest) -> JobAnswer: ...
+    def jobs(self, session: str) -> list[JobInfo]: ...
+    def cancel_job(self, session: str, job: str) -> JobInfo: ...
     def close(self) -> None: ...
 
 
@@ -35,18 +37,20 @@ class MockDeployer(Deployer):
         self.session = session
 
     def submit(self, plan: JobPlan, time_limit: int) -> str:
-        from coorm_bridge.protocol import JobRequest  # noqa: PLC0415
-
-        request = JobRequest(
-            cluster=plan.cluster,
-            name=plan.component,
-            argv=plan.argv,
-            environment=dict(plan.environment),
-            workdir=str(plan.workdir),
-            walltime=time_limit,
-            stdout=str(plan.stdout),
-            stderr=str(plan.stderr),
-        )
+        try:
+            request = JobRequest(
+                cluster=plan.cluster,
+                name=plan.component,
+                argv=plan.argv,
+                # the bridge sets its own job variables (COORM_CLUSTER among them, the same)
+                environment={k: v for k, v in plan.environment.items() if k not in JOB_VARIABLES},
+                workdir=str(plan.workdir),
+                walltime=time_limit,
+                stdout=str(plan.stdout),
+                stderr=str(plan.stderr),
+            )
+        except ValidationError as error:
+            raise DeployError(f"{self.cluster}: cannot submit: {describe(error)}") from None
         try:
             submitted = self.front_end.submit_job(self.session, request)
         except BridgeError as error:
@@ -66,10 +70,14 @@ class MockDeployer(Deployer):
             raise DeployError(f"{self.cluster}: cannot read the jobs: {error}") from error
         if not found:
             return JobStatus("unknown", None, f"the bridge no longer knows job {job}")
-        state = str(found[0].state)
-        if state not in _STATES:
-            return JobStatus("unknown", found[0].exit_code, f"state {state!r}")
-        return JobStatus(state, found[0].exit_code)  # type: ignore[arg-type]
+        info = found[0]
+        detail = info.reason
+        if info.signal is not None:
+            detail = f"signal {info.signal}" + (f": {detail}" if detail else "")
+        exit_code = info.exit_code
+        if exit_code is None and info.signal is not None:
+            exit_code = 128 + info.signal  # as a shell reports a process a signal killed
+        return JobStatus(info.state, exit_code, detail)
 
     def cancel(self, job: str) -> None:
         try:

@@ -5,6 +5,7 @@ Each daemon and launcher is a process of its own, started here and stopped by it
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -41,6 +42,7 @@ poll_interval = 0.5
 [adapter]
 kind = "mock"
 platform = "platform.toml"
+run_jobs = true
 """
 SCRIPT = Path(sys.executable).with_name("coorm-launch")
 
@@ -145,6 +147,10 @@ def daemon(folder: Path) -> Iterator[Daemon]:
     started = Daemon(folder).start()
     yield started
     started.stop()
+    # The mock's jobs run under supervisors that outlive the daemon on purpose: stop any left.
+    for pid_file in folder.glob("state/jobs/*/*.pid"):
+        with contextlib.suppress(ValueError, OSError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
 
 
 @pytest.fixture

@@ -94,7 +94,7 @@ def test_the_request_follows_the_view(daemon, launch, folder):
         sid = launcher_session(client)
         assert client.session(sid).request == Request(nodes={"c1": 2}, duration=60)
         launcher.wait_for("started until")
-        launcher.wait(60)
+        assert launcher.wait(60) == 0, launcher.output()
     output = launcher.output()
     assert output.count("request sent: ") == 2  # sent only when the selection changed
     assert "computed configurations: " in output
@@ -139,7 +139,7 @@ def test_the_launcher_resumes_after_the_daemon_is_killed_and_restarted(daemon, l
     with daemon.client() as client:
         client.done(long)
         launcher.wait_for("started until", timeout=90)
-        launcher.wait(60)
+        assert launcher.wait(60) == 0, launcher.output()
         assert [s.session for s in client.sessions() if s.name != "other"] == [sid]
     output = launcher.output()
     assert output.count("request sent: ") == 1  # the request survived: not sent again
