@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 from pathlib import Path
 
@@ -125,3 +126,20 @@ def test_the_coupled_example_exchanges_over_tcp_through_run_json(daemon, launch,
     assert solver["ok"]
     assert coupler["ok"]
     assert solver["received"] == coupler["sent"]
+
+
+def test_ctrl_c_after_the_start_cancels_the_jobs_and_sends_done(daemon, launch, folder):
+    app = folder / "long.toml"
+    app.write_text(TRIVIAL.replace("exit EXIT", "exec sleep 600"))
+    launcher = launch(app)
+    launcher.wait_for("c1: job ")
+    launcher.wait_for(" running")
+    launcher.process.send_signal(signal.SIGINT)
+    assert launcher.wait(60) == 130, launcher.output()
+    jobs = json.loads((run_dir(folder) / "jobs.json").read_text())
+    assert jobs["c1"]["state"] == "cancelled"
+    with daemon.client() as client:
+        (session,) = client.sessions()
+        assert session.state in (AppState.FINISH_SENT, AppState.GHOST, AppState.FINISHED)
+        assert all(job.state != "running" for job in client.jobs(session.session))
+    assert "interrupted: cancelling the jobs" in launcher.output()
