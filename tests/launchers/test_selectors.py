@@ -163,7 +163,7 @@ def test_loading_the_selectors_imports_no_numpy():
         """
         import sys
         from coorm_bridge.launchers.selectors import load_selector
-        for name in ("rigid", "moldable"):
+        for name in ("rigid", "moldable", "cem"):
             load_selector(name)
         print(sorted(m for m in sys.modules if m.split(".")[0] == "numpy"))
         """
