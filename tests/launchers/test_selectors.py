@@ -165,6 +165,7 @@ def test_loading_the_selectors_imports_no_numpy():
         from coorm_bridge.launchers.selectors import load_selector
         for name in ("rigid", "moldable", "cem"):
             load_selector(name)
+        import coorm_bridge.launchers.selectors.memo
         print(sorted(m for m in sys.modules if m.split(".")[0] == "numpy"))
         """
     )
