@@ -16,7 +16,10 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_subpackages_are_installed_under_the_namespace():
     assert coorm_bridge.adapters.base.Adapter.__module__ == "coorm_bridge.adapters.base"
-    assert coorm_bridge.launchers.selectors.Rigid.__module__ == "coorm_bridge.launchers.selectors"
+    assert (
+        coorm_bridge.launchers.selectors.Rigid.__module__
+        == "coorm_bridge.launchers.selectors.rigid"
+    )
 
 
 def test_version_command_prints_the_package_version():
@@ -46,9 +49,11 @@ def test_wheel_installs_nothing_outside_the_namespace(tmp_path):
         wheel.name.split("-")[0] + "-" + wheel.name.split("-")[1] + ".dist-info",
     }
     assert "coorm_bridge/adapters/base.py" in names
-    assert "coorm_bridge/launchers/selectors.py" in names
+    assert "coorm_bridge/launchers/selectors/__init__.py" in names
+    assert "coorm_bridge/launchers/selectors/cem.py" in names
     assert "coorm_bridge/py.typed" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "coorm-bridge = coorm_bridge.cli.main:main" in text
-    assert "rigid = coorm_bridge.launchers.selectors:Rigid" in text
+    assert "rigid = coorm_bridge.launchers.selectors.rigid:Rigid" in text
+    assert "cem = coorm_bridge.launchers.selectors.cem:CEM" in text
