@@ -50,8 +50,10 @@ def test_wheel_installs_nothing_outside_the_namespace(tmp_path):
     }
     assert "coorm_bridge/adapters/base.py" in names
     assert "coorm_bridge/launchers/selectors/__init__.py" in names
+    assert "coorm_bridge/launchers/selectors/cem.py" in names
     assert "coorm_bridge/py.typed" in names
     entry_points = next(n for n in names if n.endswith("entry_points.txt"))
     text = zipfile.ZipFile(wheel).read(entry_points).decode()
     assert "coorm-bridge = coorm_bridge.cli.main:main" in text
     assert "rigid = coorm_bridge.launchers.selectors.rigid:Rigid" in text
+    assert "cem = coorm_bridge.launchers.selectors.cem:CEM" in text

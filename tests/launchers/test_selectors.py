@@ -163,7 +163,9 @@ def test_loading_the_selectors_imports_no_numpy():
         """
         import sys
         from coorm_bridge.launchers.selectors import load_selector
-        load_selector("rigid")
+        for name in ("rigid", "moldable", "cem"):
+            load_selector(name)
+        import coorm_bridge.launchers.selectors.memo
         print(sorted(m for m in sys.modules if m.split(".")[0] == "numpy"))
         """
     )

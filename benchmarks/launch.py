@@ -1,0 +1,118 @@
+"""Launcher costs: what ``coorm-launch`` spends on its side of the protocol.
+
+Each figure is one function of :data:`FIGURES`; ``--only NAME`` runs one. Today:
+
+``select``: the selector's CPU time per view, on the paper's resource model (§IV-A): 8 clusters
+of 128 hosts, the i-th 1 + 0.1 (i - 1) times faster than the first, a hierarchical WAN (two
+sites of four clusters: 2 ms and 10 Gbit/s inside a site, 20 ms and 1 Gbit/s between them).
+Views are seeded random free-host profiles left by 15 to 30 foreign jobs per cluster (running
+ones ending within a day, pending ones starting within a day, 1 to 48 hosts, 10 min to 12 h):
+tens of steps per cluster. One line per selector, the median (and 90th percentile, worst) over
+``--views`` distinct views, each run once without memoization:
+
+    launch_select selector=cem clusters=8 hosts=128 views=N steps=S per_view_ms=M p90_ms=P max_ms=X
+
+``cem`` solves a mesh of 10^7 tetrahedra over 10^4 iterations (about 2 h on one cluster);
+``moldable`` 100 h of sequential work with a 2% serial fraction.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+from collections.abc import Callable, Iterator, Mapping
+
+from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
+from coorm_bridge.core.profile import Profile
+from coorm_bridge.launchers.selectors import Selector, create_selector
+
+NOW = 1_700_000_000
+DAY = 86_400
+CLUSTERS = 8
+HOSTS = 128
+
+SELECTORS: dict[str, dict[str, object]] = {
+    "cem": {"elements": 10**7, "iterations": 10**4},
+    "moldable": {"work": 360_000.0, "serial_fraction": 0.02},
+}
+
+
+def platform() -> tuple[dict[str, ClusterInfo], Interconnect]:
+    names = [f"c{i}" for i in range(CLUSTERS)]
+    infos = {
+        name: ClusterInfo(name=name, hosts=HOSTS, speed=1 + 0.1 * i) for i, name in enumerate(names)
+    }
+    links = []
+    for i, a in enumerate(names):
+        for j in range(i + 1, CLUSTERS):
+            same_site = i // 4 == j // 4
+            links.append(
+                Link(
+                    clusters=(a, names[j]),
+                    latency_s=0.002 if same_site else 0.02,
+                    bandwidth_bps=1e10 if same_site else 1e9,
+                )
+            )
+    return infos, Interconnect(links=tuple(links))
+
+
+def views(rng: random.Random, count: int) -> Iterator[dict[str, Profile]]:
+    """Free hosts per cluster around ``NOW``, left by seeded foreign jobs."""
+    for _ in range(count):
+        view = {}
+        for i in range(CLUSTERS):
+            jobs = []
+            for _ in range(rng.randint(15, 30)):
+                start = NOW + rng.randint(-DAY, DAY)
+                jobs.append((start, start + rng.randint(600, 12 * 3600), rng.randint(1, 48)))
+            view[f"c{i}"] = Profile.from_intervals(HOSTS, jobs).clamped(0)
+        yield view
+
+
+def cpu_ms(run: Callable[[], object]) -> float:
+    begin = time.process_time()
+    run()
+    return (time.process_time() - begin) * 1e3
+
+
+def select(args: argparse.Namespace) -> list[str]:
+    """Selector CPU time per view; see the module docstring."""
+    clusters, interconnect = platform()
+    sample = list(views(random.Random(args.seed), args.views))
+    steps = statistics.median(len(p.steps(NOW)) for view in sample for p in view.values())
+    lines = []
+    for name, params in SELECTORS.items():
+        selector: Selector = create_selector(name, params)
+
+        def once(view: Mapping[str, Profile], selector: Selector = selector) -> object:
+            return selector.select(clusters, interconnect, view, NOW)
+
+        times = sorted(cpu_ms(lambda view=view: once(view)) for view in sample)
+        lines.append(
+            f"launch_select selector={name} clusters={CLUSTERS} hosts={HOSTS} "
+            f"views={len(times)} steps={steps:.0f} per_view_ms={statistics.median(times):.2f} "
+            f"p90_ms={times[int(0.9 * (len(times) - 1))]:.2f} max_ms={times[-1]:.2f}"
+        )
+    return lines
+
+
+#: Every figure this benchmark prints, by name (another figure: another entry).
+FIGURES: dict[str, Callable[[argparse.Namespace], list[str]]] = {"select": select}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=sorted(FIGURES), help="print only this figure")
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--views", type=int, default=200, help="views per selector (select)")
+    args = parser.parse_args()
+    for name, figure in FIGURES.items():
+        if args.only in (None, name):
+            for line in figure(args):
+                print(line, flush=True)
+
+
+if __name__ == "__main__":
+    main()
