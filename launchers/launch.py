@@ -72,7 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"coorm-launch: {error}", file=sys.stderr)
         return EXIT_USAGE
     if args.check:
-        print(f"{args.app}: ok ({len(app.components)} components, selector {app.selector.name})")
+        print(f"{args.app}: ok ({len(app.components)} component(s), selector {app.selector.name})")
         return 0
     return _launch(app, selector, args)
 

@@ -3,15 +3,15 @@ selector run on it.
 
 The bridge sends a view once in full, then only what changed (paper §III-B: a CHANGE carries a
 cluster's new CAP, its new properties, or its new links): :class:`CurrentView` applies each to
-what the launcher holds. :class:`Selection` runs the selector on every distinct view and
-remembers its answers, so a view seen before costs nothing (the paper's computed configurations
-count the views it really ran on). A request that the components cannot use is refused here,
+what the launcher holds. :class:`Selection` runs the selector through the selectors'
+memoization, so a view seen before costs nothing (the paper's computed configurations count the
+views it really ran on). A request that the components cannot use is refused here,
 before the bridge is asked for hosts the application would leave idle.
 """
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -94,43 +94,33 @@ class CurrentView:
                 self.interconnect = links
         return changed
 
-    def key(self) -> Hashable:
-        """Equal for equal inputs to the selector: what memoization keys on."""
-        return (
-            tuple(sorted(self.caps.items())),
-            tuple(sorted(self.clusters.items())),
-            self.interconnect,
-        )
-
     def profiles(self) -> dict[str, Profile]:
         return {name: cap.profile() for name, cap in self.caps.items() if name in self.clusters}
 
 
-@dataclass
 class Selection:
-    """The selector, memoized on views, and the requests it gave."""
+    """The selector, memoized per view (the selectors' :class:`Memoized`), whose requests are
+    checked against the components before they are sent."""
 
-    selector: Selector
-    app: AppSpec
-    answers: dict[Hashable, Request | None] = field(default_factory=dict)
+    def __init__(self, selector: Selector, app: AppSpec) -> None:
+        from coorm_bridge.launchers.selectors.memo import Memoized  # noqa: PLC0415
+
+        self.memo = Memoized(selector)
+        self.app = app
 
     @property
     def computed(self) -> int:
-        """Computed configurations: distinct views the selector really ran on."""
-        return len(self.answers)
+        """Computed configurations: the views the selector really ran on."""
+        return self.memo.computed
 
     def select(self, view: CurrentView, now: int) -> Request | None:
         """The request for this view (None: the selector keeps the current one)."""
-        key = view.key()
-        if key in self.answers:
-            return self.answers[key]
         try:
-            request = self.selector.select(view.clusters, view.interconnect, view.profiles(), now)
+            request = self.memo.select(view.clusters, view.interconnect, view.profiles(), now)
         except Exception as error:  # a selector's bug must end the run cleanly, withdrawn
             raise SelectorError(f"the selector failed on this view: {error!r}") from error
         if request is not None:
             check_request(self.app, request, view.clusters)
-        self.answers[key] = request
         return request
 
 
