@@ -33,7 +33,12 @@ def test_the_default_adapter_is_the_mock_platform(tmp_path):
     assert isinstance(config.adapter, MockSettings)
     adapter = create_adapter(config.adapter, AdapterContext(state_dir=tmp_path))
     assert isinstance(adapter, MockAdapter)
-    assert config.model_dump()["adapter"] == {"kind": "mock", "platform": None, "speedup": 1.0}
+    assert config.model_dump()["adapter"] == {
+        "kind": "mock",
+        "platform": None,
+        "speedup": 1.0,
+        "run_jobs": None,
+    }
 
 
 def test_settings_of_the_wrong_model_are_refused(tmp_path):
