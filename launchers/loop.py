@@ -238,16 +238,16 @@ class Launch:
             self.display.warn(f"cannot deploy: {error}")
             if run is not None:
                 run.cancel()
-        except Exception as error:  # a bug must still cancel the jobs and release the hosts
-            self.display.warn(f"cannot deploy: {error!r}")
-            if run is not None:
-                run.cancel()
         except (RunEnded, BridgeError) as ended:
             self.display.warn(str(ended))
             status = ended.status if isinstance(ended, RunEnded) else EXIT_FAILED
             if run is not None:
                 run.cancel()
                 run.wait_cancelled(30)
+        except Exception as error:  # a bug must still cancel the jobs and release the hosts
+            self.display.warn(f"cannot deploy: {error!r}")
+            if run is not None:
+                run.cancel()
         finally:
             if run is not None:
                 run.close()

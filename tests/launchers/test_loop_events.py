@@ -213,6 +213,8 @@ def test_killed_while_running_cancels_the_jobs(tmp_path, monkeypatch):
     assert status == 1
     assert {"cancel c1", "cancel c2"} <= set(calls)
     assert "killed: allocation taken back" in said
+    assert "cannot deploy" not in said
+    assert "c1: job job-c1 cancelled" in said  # waited for the cancellations
 
 
 def test_a_failed_component_cancels_the_others_and_fails_the_run(tmp_path, monkeypatch):
