@@ -105,7 +105,7 @@ def _usable_path(value: Path) -> Path:
 EnvName = Annotated[str, AfterValidator(_env_name)]
 PerHost = Annotated[int, Field(gt=0, le=MAX_PROCESSES_PER_HOST, strict=True)]
 Port = Annotated[int, Field(ge=1024, le=65535, strict=True)]
-MpiPreset = Literal["auto", "mpirun", "srun", "none"]
+MpiPreset = Literal["auto", "mpirun", "srun", "local", "none"]
 
 
 def _template(words: tuple[str, ...]) -> tuple[str, ...]:
@@ -169,8 +169,9 @@ class Deployment(Frozen):
     """``[deployment]``: how the components are started once the allocation begins."""
 
     mpi: MpiPreset | Template = "auto"
-    """``mpirun`` (with a hostfile of ``slots=``), ``srun``, ``none`` (the command alone, once
-    per cluster), ``auto`` (``srun`` on Slurm, ``none`` on the mock), or a template such as
+    """``mpirun`` (with a hostfile of ``slots=``), ``srun``, ``local`` (``mpirun -np`` on this
+    machine, where every mock host is), ``none`` (the command alone, once per cluster), ``auto``
+    (``mpirun`` on Slurm, ``local`` on the mock), or a template such as
     ``["mpiexec", "-f", "{hostfile}", "-n", "{processes}"]``."""
     run_root: Annotated[Path, AfterValidator(_usable_path)] | None = None
     """Where run directories go (``<run_root>/<session>``); None: ``./coorm-runs``."""

@@ -42,9 +42,14 @@ PRESETS: Mapping[str, tuple[str, ...]] = {
         "--ntasks-per-node={processes_per_host}",
     ),
     "none": (),
+    # Every host of the mock platform is this machine: the ranks all start here.
+    "local": ("mpirun", "--oversubscribe", "-np", "{processes}"),
 }
-#: What ``auto`` means for each kind of submission.
-AUTO = {"slurm": "srun", "mock": "none", "oar": "mpirun"}
+#: What ``auto`` means for each kind of submission: ``processes`` copies of the command, started
+#: the way that kind's hosts are reached. On Slurm, Open MPI's mpirun inside the job (it starts
+#: its daemons through Slurm on the job's hosts): Debian's Open MPI has no PMI for ``srun`` to
+#: launch MPI ranks directly ("OMPI was not built with SLURM's PMI support").
+AUTO = {"slurm": "mpirun", "mock": "local", "oar": "mpirun"}
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 DEFAULT_ROOT = Path("coorm-runs")
 
@@ -55,7 +60,7 @@ def mpi_words(choice: MpiPreset | tuple[str, ...], kind: str) -> tuple[tuple[str
     if isinstance(choice, tuple):
         return choice, choice[0].rsplit("/", 1)[-1] == "mpirun"
     name = AUTO.get(kind, "none") if choice == "auto" else choice
-    return PRESETS[name], name == "mpirun"
+    return PRESETS[name], name in ("mpirun", "local")
 
 
 def fill(words: Sequence[str], values: Mapping[str, str]) -> tuple[str, ...]:

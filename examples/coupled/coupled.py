@@ -78,6 +78,7 @@ def exchange(connection: socket.socket, iteration: int, value: float) -> tuple[i
 
 
 def main() -> int:
+    started = time.time()  # when this rank began: the launcher checks the components began together
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--iterations", type=int, default=20)
     parser.add_argument("--timeout", type=float, default=120.0)
@@ -112,6 +113,7 @@ def main() -> int:
             connection.close()
         report = {
             "component": me,
+            "started": started,
             "ranks": ranks,
             "other": other,
             "other_ranks": other_ranks,

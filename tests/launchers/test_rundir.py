@@ -140,16 +140,18 @@ def test_the_run_directory_describes_every_component(tmp_path):
 @pytest.mark.parametrize(
     ("mpi", "kind", "words", "hostfile"),
     [
-        ("auto", "slurm", ["srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4"], "alpha03\n"),
-        ("auto", "mock", [], "alpha03\n"),
+        ("srun", "slurm", ["srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4"], "alpha03\n"),
+        ("auto", "slurm", ["mpirun", "--hostfile", "HOSTFILE", "-np", "8"], "alpha03 slots=4\n"),
+        ("auto", "mock", ["mpirun", "--oversubscribe", "-np", "8"], "alpha03 slots=4\n"),
         ("none", "slurm", [], "alpha03\n"),
     ],
 )
 def test_mpi_launchers_by_kind(tmp_path, mpi, kind, words, hostfile):
     app = parse_app(APP.format(mpi=mpi))
     run = prepare(app, "s2", start_event(), CLUSTERS, {"alpha": kind, "beta": kind}, root=tmp_path)
-    assert list(run.plans[0].argv[:-2]) == words
-    assert (tmp_path / "s2" / "alpha.hosts").read_text().startswith(hostfile)
+    hosts = tmp_path / "s2" / "alpha.hosts"
+    assert list(run.plans[0].argv[:-2]) == [w.replace("HOSTFILE", str(hosts)) for w in words]
+    assert hosts.read_text().startswith(hostfile)
 
 
 def test_a_start_the_components_cannot_use_is_refused(tmp_path):

@@ -40,6 +40,7 @@ duration = 300
 name = "rigid"
 params = {{ nodes = {{ alpha = 2, beta = 1 }} }}
 [deployment]
+mpi = "srun"
 poll_interval = 0.5
 [[component]]
 name = "solver"
@@ -151,3 +152,32 @@ def test_a_failing_component_fails_the_run(bridge):
     jobs = json.loads((run / "jobs.json").read_text())
     assert (jobs["beta"]["state"], jobs["beta"]["exit_code"]) == ("failed", 3)
     assert "done sent" in result.stdout
+
+
+@pytest.mark.mpi
+def test_the_coupled_mpi_example_runs_on_two_slurm_clusters(bridge):
+    """examples/coupled as a user runs it: mpirun inside each cluster's job, the components
+    exchanging checked values over TCP; both jobs start within a second of each other."""
+    folder, url = bridge
+    app = Path(__file__).resolve().parents[2] / "examples" / "coupled" / "coupled.toml"
+    result = subprocess.run(
+        [str(Path(sys.executable).with_name("coorm-launch")), str(app), "--url", url],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=folder,
+        env={**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"},
+    )
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said
+    (run,) = (folder / "coorm-runs").iterdir()
+    solver = json.loads((run / "solver.json").read_text())
+    coupler = json.loads((run / "coupler.json").read_text())
+    assert (solver["ranks"], coupler["ranks"]) == (4, 2)
+    assert solver["ok"]
+    assert coupler["ok"]
+    assert solver["received"] == coupler["sent"]
+    started = abs(solver["started"] - coupler["started"])
+    print(f"the two components started {started:.2f} s apart")
+    assert started <= 1.0
