@@ -12,6 +12,11 @@ tens of steps per cluster. One line per selector, the median (and 90th percentil
 
     launch_select selector=cem clusters=8 hosts=128 views=N steps=S per_view_ms=M p90_ms=P max_ms=X
 
+``start``: a launcher's start, from its first import to its subscription answered by a daemon
+on the embedded mock platform, in fresh interpreters (medians of ``--starts``)::
+
+    launch_start starts=N import_ms=I subscribe_ms=S process_ms=P
+
 ``cem`` solves a mesh of 10^7 tetrahedra over 10^4 iterations (about 2 h on one cluster);
 ``moldable`` 100 h of sequential work with a 2% serial fraction.
 """
@@ -20,9 +25,14 @@ from __future__ import annotations
 
 import argparse
 import random
+import shutil
 import statistics
+import subprocess
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
 
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
 from coorm_bridge.core.profile import Profile
@@ -98,8 +108,67 @@ def select(args: argparse.Namespace) -> list[str]:
     return lines
 
 
+#: What a launcher does before its first request, timed from inside a fresh interpreter.
+_START = """
+import sys, time
+began = time.perf_counter()
+from coorm_bridge.launchers import launch
+from coorm_bridge.launchers.app import load_app
+from coorm_bridge.launchers.client import BridgeClient
+imported = time.perf_counter()
+app = load_app(sys.argv[1])
+with BridgeClient(sys.argv[2]) as client:
+    session = client.subscribe(app.filter, app.name).session
+    subscribed = time.perf_counter()
+    client.withdraw(session)
+print(imported - began, subscribed - began)
+"""
+
+
+def start(args: argparse.Namespace) -> list[str]:
+    """``launch_start``: a launcher's start, from its first import to its subscription answered,
+    against a daemon on the embedded mock platform (``--starts`` fresh interpreters, medians);
+    ``process_ms`` is the whole process, the interpreter's own start included."""
+    folder = Path(tempfile.mkdtemp(prefix="cblaunch-"))
+    (folder / "bridge.toml").write_text('[bridge]\nsocket = "b.sock"\nstate_dir = "state"\n')
+    bin_dir = Path(sys.executable).parent
+    daemon = subprocess.Popen(  # noqa: S603 - our own argument vector
+        [str(bin_dir / "coorm-bridge"), "serve", "--config", str(folder / "bridge.toml")],
+        cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    app = Path(__file__).resolve().parent.parent / "examples" / "hello" / "hello.toml"
+    url = f"unix://{folder / 'b.sock'}"
+    imports, subscribes, processes = [], [], []
+    try:
+        deadline = time.monotonic() + 60
+        while not (folder / "b.sock").exists():
+            if daemon.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("the daemon did not start")
+            time.sleep(0.1)
+        for _ in range(args.starts):
+            began = time.perf_counter()
+            done = subprocess.run(  # noqa: S603 - our own argument vector
+                [sys.executable, "-c", _START, str(app), url],
+                capture_output=True, text=True, check=True, cwd=folder,
+            )  # fmt: skip
+            processes.append(time.perf_counter() - began)
+            imported, subscribed = map(float, done.stdout.split())
+            imports.append(imported)
+            subscribes.append(subscribed)
+    finally:
+        daemon.terminate()
+        daemon.wait(30)
+        shutil.rmtree(folder, ignore_errors=True)
+    ms = {k: 1000 * statistics.median(v) for k, v in
+          (("import", imports), ("subscribe", subscribes), ("process", processes))}  # fmt: skip
+    return [
+        f"launch_start starts={args.starts} import_ms={ms['import']:.0f} "
+        f"subscribe_ms={ms['subscribe']:.0f} process_ms={ms['process']:.0f}"
+    ]
+
+
 #: Every figure this benchmark prints, by name (another figure: another entry).
-FIGURES: dict[str, Callable[[argparse.Namespace], list[str]]] = {"select": select}
+FIGURES: dict[str, Callable[[argparse.Namespace], list[str]]] = {"select": select, "start": start}
 
 
 def main() -> None:
@@ -107,6 +176,7 @@ def main() -> None:
     parser.add_argument("--only", choices=sorted(FIGURES), help="print only this figure")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--views", type=int, default=200, help="views per selector (select)")
+    parser.add_argument("--starts", type=int, default=5, help="launcher starts (start)")
     args = parser.parse_args()
     for name, figure in FIGURES.items():
         if args.only in (None, name):
