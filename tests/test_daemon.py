@@ -403,6 +403,10 @@ def test_the_readme_demo_runs_on_a_private_daemon(folder):
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
     assert "co-allocated: yes" in out
+    # The default platform is a site in use: each view shows local jobs holding hosts.
+    views = re.findall(r"^    (alpha|beta): (\d+) of (\d+) free now, ", out, re.MULTILINE)
+    assert len(views) == 4, out
+    assert all(0 < int(free) < int(hosts) for _, free, hosts in views)
     starts = [line for line in out.splitlines() if "] START at " in line]
     assert len(starts) == 2
     assert len({line.split(" START at ")[1] for line in starts}) == 1  # one instant for both

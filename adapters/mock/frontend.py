@@ -14,6 +14,7 @@ as root (a site that wants it says so), ``false`` nobody's.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -127,6 +128,10 @@ class ProcessFrontEnd(FrontEnd):
             raise AdapterError(f"job {job}: cannot start its process: {error}") from error
         with self._lock:
             self._children[job] = child
+        # The supervisor writes it too, first thing; written here as well, it is there for
+        # :meth:`recover` however soon a crash comes.
+        with contextlib.suppress(OSError):
+            (where / "supervisor.pid").write_text(str(child.pid))
         return Launched(pid=child.pid, since=started_at(child.pid))
 
     def recover(self, job: str) -> Launched | None:

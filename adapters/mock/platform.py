@@ -1,8 +1,8 @@
 """The simulated platform's description: clusters, links, background load and outages, from TOML.
 
-A default platform ships inside the package (three clusters of different sizes and speeds with
-a light synthetic load), so the bridge runs with no configuration at all. Errors name the file
-and the key, because a site admin edits these files by hand.
+A default platform ships inside the package (three clusters of different sizes and speeds, busy
+with a synthetic load from the start), so the bridge runs with no configuration at all. Errors
+name the file and the key, because a site admin edits these files by hand.
 """
 
 from __future__ import annotations
@@ -126,6 +126,10 @@ class PlatformSpec(Frozen):
     start: Annotated[int, Field(ge=0, strict=True), TIME_LIMIT] | None = None
     """Platform time at its very first start (Unix seconds); None: the wall-clock time then.
     A platform that resumes its saved state goes on from where it was, never back to this."""
+    warmup: Offset = 0
+    """Seconds of load the platform has already run when it starts: its schedulers and loads
+    (trace offsets included) begin that long before ``start``, so that it opens as a site in
+    use, jobs running and queued. Outages still count from ``start``."""
     clusters: tuple[ClusterSpec, ...] = Field(min_length=1, alias="cluster")
     links: tuple[Link, ...] = Field(default=(), alias="link")
     loads: tuple[Load, ...] = Field(default=(), alias="load")
@@ -172,6 +176,8 @@ class PlatformSpec(Frozen):
         data = self.model_dump(
             mode="json", exclude={"base_dir": True, "clusters": {"__all__": {"submission"}}}
         )
+        if not self.warmup:
+            del data["warmup"]
         for load, dumped in zip(self.loads, data["loads"], strict=True):
             if isinstance(load, TraceLoad):
                 path = self.trace_path(load)

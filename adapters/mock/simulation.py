@@ -56,8 +56,10 @@ class Simulation:
     def __init__(self, spec: PlatformSpec, start: int) -> None:
         self.spec = spec
         self.start = start
+        # A platform with a warm-up has been running its load for a while when it starts.
+        begin = max(0, start - spec.warmup)
         self.schedulers = {
-            c.name: LocalScheduler(c.name, c.host_names(), policy=c.policy, start=start)
+            c.name: LocalScheduler(c.name, c.host_names(), policy=c.policy, start=begin)
             for c in spec.clusters
         }
         self._outages: dict[str, list[_Outage]] = {c.name: [] for c in spec.clusters}
@@ -66,12 +68,13 @@ class Simulation:
         self._next_id = 1
         for number, load in enumerate(spec.loads, 1):
             scheduler = self.schedulers[load.cluster]
-            for job in load_jobs(spec, number, load, start):
+            for job in load_jobs(spec, number, load, begin):
                 scheduler.submit(job.spec, at=job.at)
         for scheduled in spec.outages:
             self._outages[scheduled.cluster].append(
                 _Outage(start + scheduled.start, start + scheduled.end)
             )
+        self.advance(start)
 
     def advance(self, now: int) -> None:
         """Process every event up to ``now`` on every cluster."""

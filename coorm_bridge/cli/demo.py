@@ -1,7 +1,8 @@
 """``coorm-bridge demo``: two coupled applications co-allocated across two clusters.
 
-It plays two launchers with the client library: subscribe, read the first view, send a request
-for hosts on two clusters, wait for the ``start`` event (one start time, a placeholder
+It plays two launchers with the client library: subscribe, read the first view (the hosts the
+local jobs leave free over time), send a request for hosts on two clusters that fits the view
+(up to a size each wants), wait for the ``start`` event (one start time, a placeholder
 reservation on each cluster), run a few seconds, send ``done``, and watch the ghost end. With
 ``--start-daemon`` it first starts a private daemon on the mock platform and stops it after.
 """
@@ -20,11 +21,15 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from coorm_bridge.core.messages import StartEvent
+from coorm_bridge.core.messages import ChangeEvent, StartEvent
 from coorm_bridge.core.model import Filter, Request
+from coorm_bridge.core.profile import Profile
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 
 RUN_SECONDS = 3
+#: How long each application asks for, and the margin its selector keeps free after it.
+DURATION = 120
+SLACK = 30
 #: How long the demo waits for a start before giving up (a loaded site may be busy).
 START_TIMEOUT = 300
 DEMO_CONFIG = """\
@@ -70,33 +75,38 @@ def _demo(client: BridgeClient) -> int:
         ("solver+coupler", {a.name: max(1, a.hosts // 8), b.name: max(1, b.hosts // 8)}),
         ("ocean+atmosphere", {a.name: max(1, a.hosts // 16), b.name: max(1, b.hosts // 4)}),
     ]
-    sessions = []
-    for name, _ in apps:
+    sizes = {c.name: c.hosts for c in infos}
+    sessions, requests = [], []
+    taken: dict[str, int] = {}
+    for name, wanted in apps:
         sub = client.subscribe(Filter(clusters=(a.name, b.name)), name=name)
         found = client.events(sub.session, wait=10)
         first = found[0] if found else None
         seen = 0 if first is None else first.seq
-        if first is not None and first.type == "change":
-            free = ", ".join(
-                f"{c.cluster}: {c.profile.steps[0][1]} free"
-                for c in first.changes
-                if c.profile is not None
-            )
-            print(f"[{name}] session {sub.session}: first view {free}")
+        view: dict[str, Profile] = {}
+        if isinstance(first, ChangeEvent):
+            view = {c.cluster: c.profile.profile() for c in first.changes if c.profile}
+            print(f"[{name}] session {sub.session}: its view, hosts free around the local jobs:")
+            for cluster, shown in sorted(view.items()):
+                print(f"    {cluster}: {_free(shown, sizes[cluster], first.time)}")
+        # A moldable selector: up to the hosts wanted, as many as the view leaves free from
+        # now for the whole run (less what the applications before it take), at least one.
+        now = first.time if first is not None else int(time.time())
+        nodes = {}
+        for cluster, count in wanted.items():
+            profile = view.get(cluster)
+            free = count if profile is None else profile.min_over(now, now + DURATION + SLACK)
+            nodes[cluster] = max(1, min(count, free - taken.get(cluster, 0)))
+            taken[cluster] = taken.get(cluster, 0) + nodes[cluster]
         sessions.append((name, sub.session, seen))
+        requests.append(Request(nodes=nodes, duration=DURATION))
     # Both launchers answer their views at once: the policy places them in the same pass.
     with ThreadPoolExecutor(len(apps)) as pool:
-        answers = list(
-            pool.map(
-                lambda app, s: client.request(s[1], Request(nodes=app[1], duration=120)),
-                apps,
-                sessions,
-            )
-        )
-    for (name, nodes), answer in zip(apps, answers, strict=True):
-        wanted = " + ".join(f"{n} hosts on {c}" for c, n in nodes.items())
+        answers = list(pool.map(lambda s, r: client.request(s[1], r), sessions, requests))
+    for (name, _, _), request, answer in zip(sessions, requests, answers, strict=True):
+        asked = " + ".join(f"{n} hosts on {c}" for c, n in request.nodes.items())
         print(
-            f"[{name}] requests {wanted} for 120 s -> estimated start "
+            f"[{name}] requests {asked} for {DURATION} s -> estimated start "
             f"{_when(answer.estimated_start)}"
         )
     starts = {}
@@ -150,6 +160,14 @@ def _when(t: int | None) -> str:
         if t is None
         else time.strftime("%H:%M:%S", time.localtime(t))
     )
+
+
+def _free(profile: Profile, hosts: int, now: int, shown: int = 3) -> str:
+    """``35 of 64 free now, 1 from 12:25:14, 3 from 13:09:24, ...``: the first few steps."""
+    steps = profile.steps(now)
+    parts = [f"{steps[0][1]} of {hosts} free now"]
+    parts += [f"{free} from {_when(t)}" for t, free in steps[1:shown]]
+    return ", ".join(parts) + (", ..." if len(steps) > shown else "")
 
 
 def _hosts(names: list[str]) -> str:

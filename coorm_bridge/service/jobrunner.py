@@ -39,6 +39,8 @@ log = logging.getLogger(__name__)
 #: Seconds past a stop's grace after which its process is killed outright (the supervisor did
 #: not do it).
 STOP_MARGIN: Final = 5.0
+#: The longest reason kept for a job (the store's bound).
+MAX_REASON: Final = 2000
 #: What a job gets of the daemon's environment, unless it gives its own.
 INHERITED: Final = ("PATH", "HOME", "LANG")
 
@@ -72,7 +74,7 @@ class JobRunner:
                     self.failures += 1
                     log.error("job %s set aside after an unexpected error", job.id, exc_info=error)
                     why = f"the bridge could not handle this job: {type(error).__name__}: {error}"
-                    self._end(job, "failed", reason=why[:2000])
+                    self._end(job, "failed", reason=why)
             return len(jobs)
 
     def _advance(self, front: FrontEnd, job: JobRow) -> None:
@@ -156,7 +158,7 @@ class JobRunner:
         assert session is not None
         refusal = front.refusal(session.owner)
         if refusal is not None:  # the configuration changed since it was accepted
-            front.ended(job.cluster, job.batch_job, Outcome(reason=refusal))
+            self._give_up(front, job.cluster, job.batch_job, refusal)
             self._end(job, "failed", reason=refusal)
             return
         self._launch(front, job)
@@ -185,7 +187,7 @@ class JobRunner:
         try:
             launched = front.launch(job.id, spec)
         except AdapterError as error:
-            front.ended(job.cluster, batch, Outcome(reason=str(error)))
+            self._give_up(front, job.cluster, batch, str(error))
             self._end(job, "failed", reason=str(error))
             return
         self._record_launch(job, launched)
@@ -206,7 +208,7 @@ class JobRunner:
             return
         assert job.batch_job is not None
         why = "the bridge stopped while starting its process; it is not started again"
-        front.ended(job.cluster, job.batch_job, Outcome(reason=why))
+        self._give_up(front, job.cluster, job.batch_job, why)
         self._end(job, "failed", reason=why)
 
     def _running(self, front: FrontEnd, job: JobRow, leave: bool) -> None:
@@ -260,6 +262,15 @@ class JobRunner:
 
     # -- helpers ------------------------------------------------------------------------------
 
+    def _give_up(self, front: FrontEnd, cluster: str, batch_job: str, why: str) -> None:
+        """A job whose process will never run: the batch system's job ends too, failed when it
+        runs (its process could not), cancelled when it waits."""
+        state = self.adapter.job_state(cluster, batch_job)
+        if state is JobState.RUNNING:
+            front.ended(cluster, batch_job, Outcome(reason=why))
+        elif not state.finished:
+            self.adapter.cancel(cluster, batch_job)
+
     def _hosts(self, job: JobRow) -> tuple[str, ...]:
         """Where the batch system runs it (a host may have been swapped since it was taken)."""
         try:
@@ -281,6 +292,8 @@ class JobRunner:
         return f"its session ended ({state}): the jobs it left are cancelled"
 
     def _end(self, job: JobRow, state: str, **fields: Any) -> None:
+        if fields.get("reason"):
+            fields["reason"] = fields["reason"][:MAX_REASON]  # a batch system's words: bounded
         self.store.update_job(job.id, step="ended", state=state, ended=self.adapter.now(), **fields)
         log.info(
             "job %s %s%s", job.id, state, f": {fields['reason']}" if fields.get("reason") else ""

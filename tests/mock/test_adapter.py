@@ -310,3 +310,59 @@ def test_a_job_whose_process_ended_ends_in_the_simulation_with_its_state():
     assert platform.job_state("a", second) is JobState.FAILED
     with pytest.raises(AdapterError, match=r"no job a\.99"):
         platform.end_job("a", "a.99", JobState.FAILED)
+
+
+def test_the_default_platform_opens_as_a_busy_site_whose_predictions_move():
+    def opened() -> MockAdapter:
+        return MockAdapter(load_platform(), VirtualClock(T0))
+
+    platform = opened()
+    snap = platform.snapshot()
+    for name, cluster in snap.clusters.items():
+        running = [j for j in cluster.jobs if j.state is JobState.RUNNING]
+        pending = [j for j in cluster.jobs if j.state is JobState.PENDING]
+        assert len(running) >= 3, name
+        assert len(pending) >= 2, name
+        assert all(j.start is not None and j.start < T0 for j in running)  # from before it opened
+        assert all(j.start is not None and j.start > T0 for j in pending)  # with predicted starts
+    assert opened().snapshot() == snap  # the same site every time
+    # Jobs end before their walltime and others arrive: predicted starts move earlier.
+    predicted = {
+        j.id: j.start for c in snap.clusters.values() for j in c.jobs if j.state is JobState.PENDING
+    }
+    platform.run_until(T0 + 2 * 3600)
+    later = platform.snapshot()
+    moved = [
+        j.id
+        for c in later.clusters.values()
+        for j in c.jobs
+        if j.state is JobState.PENDING and j.id in predicted and j.start != predicted[j.id]
+    ]
+    arrived = [j.id for c in later.clusters.values() for j in c.jobs if j.id not in predicted]
+    assert moved
+    assert all(
+        j.start is not None and predicted[j.id] is not None and j.start < predicted[j.id]
+        for c in later.clusters.values()
+        for j in c.jobs
+        if j.id in moved
+    )
+    assert arrived
+
+
+def test_a_warmup_runs_the_load_before_the_start_and_outages_still_count_from_it():
+    text = (
+        f"start = {T0}\nwarmup = 7200\n"
+        '[[cluster]]\nname = "a"\nhosts = 4\n'
+        '[[load]]\nkind = "synthetic"\ncluster = "a"\ncount = 50\nmean_interarrival = 300\n'
+        '[[outage]]\ncluster = "a"\nstart = 60\nend = 120\n'
+    )
+    platform = MockAdapter(parse_platform(text), VirtualClock(T0))
+    records = platform.schedulers["a"].records()
+    assert min(r.submit for r in records) < T0 - 3600  # the load began two hours before
+    assert platform.snapshot(["a"]).time == T0
+    platform.run_until(T0 + 90)
+    with pytest.raises(Unavailable):
+        platform.snapshot(["a"])
+    cold = parse_platform(text.replace("warmup = 7200\n", ""))
+    assert MockAdapter(cold, VirtualClock(T0)).schedulers["a"].records()[0].submit >= T0
+    assert cold.identity() != parse_platform(text).identity()
