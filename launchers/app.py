@@ -125,6 +125,14 @@ Template = Annotated[
 ]
 
 
+#: The MPI launcher per kind of submission (``{ slurm = "mpirun", mock = "local" }``): one
+#: application file for a site and for the mock; a kind left out gets ``auto``.
+PerKind = Annotated[
+    dict[Literal["mock", "slurm", "oar"], MpiPreset | Template], Field(min_length=1)
+]
+Mpi = MpiPreset | Template | PerKind
+
+
 class Component(Frozen):
     """``[[component]]``: one code of the coupled application (say the ocean, or the coupler).
 
@@ -144,7 +152,7 @@ class Component(Frozen):
     max_hosts: HostCount | None = None
     """Hosts over all its clusters."""
     max_clusters: Annotated[int, Field(ge=1, le=64, strict=True)] = 1
-    mpi: MpiPreset | Template | None = None
+    mpi: Mpi | None = None
     """This component's MPI launcher, when not the deployment's."""
 
     @model_validator(mode="after")
@@ -168,11 +176,12 @@ class SelectorSpec(Frozen):
 class Deployment(Frozen):
     """``[deployment]``: how the components are started once the allocation begins."""
 
-    mpi: MpiPreset | Template = "auto"
+    mpi: Mpi = "auto"
     """``mpirun`` (with a hostfile of ``slots=``), ``srun``, ``local`` (``mpirun -np`` on this
     machine, where every mock host is), ``none`` (the command alone, once per cluster), ``auto``
-    (``mpirun`` on Slurm, ``local`` on the mock), or a template such as
-    ``["mpiexec", "-f", "{hostfile}", "-n", "{processes}"]``."""
+    (``srun`` on Slurm, ``none`` on the mock), a template such as
+    ``["mpiexec", "-f", "{hostfile}", "-n", "{processes}"]``, or one of these per kind of
+    cluster: ``{ slurm = "mpirun", mock = "local" }``."""
     run_root: Annotated[Path, AfterValidator(_usable_path)] | None = None
     """Where run directories go (``<run_root>/<session>``); None: ``./coorm-runs``."""
     ports: tuple[Port, Port] = (40000, 49999)

@@ -60,6 +60,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--plain", action="store_true", help="log lines even on a terminal (no live line)"
     )
+    parser.add_argument(
+        "--start-daemon",
+        action="store_true",
+        help="start a private daemon on the embedded mock platform for this run, and stop it "
+        "after (the first run needs nothing set up)",
+    )
     return parser
 
 
@@ -74,7 +80,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         print(f"{args.app}: ok ({len(app.components)} component(s), selector {app.selector.name})")
         return 0
+    if args.start_daemon:
+        if args.url is not None:
+            print("coorm-launch: --start-daemon and --url exclude each other", file=sys.stderr)
+            return EXIT_USAGE
+        return _with_private_daemon(app, selector, args)
     return _launch(app, selector, args)
+
+
+def _with_private_daemon(app: AppSpec, selector: Selector, args: Any) -> int:
+    """The run against a daemon of our own (our own jobs, so its front end runs them even when
+    we are root)."""
+    from coorm_bridge.launchers.private import PrivateDaemonError, private_daemon  # noqa: PLC0415
+
+    try:
+        with private_daemon(run_jobs=True) as url:
+            args.url = url
+            return _launch(app, selector, args)
+    except PrivateDaemonError as error:
+        print(f"coorm-launch: {error}", file=sys.stderr)
+        return 1
 
 
 def _selector(app: AppSpec, path: Path) -> Selector:

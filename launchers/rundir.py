@@ -28,7 +28,7 @@ from typing import Any
 
 from coorm_bridge.core.messages import StartEvent
 from coorm_bridge.core.model import ClusterInfo
-from coorm_bridge.launchers.app import AppSpec, Component, MpiPreset
+from coorm_bridge.launchers.app import AppSpec, Component, Mpi
 from coorm_bridge.launchers.layout import layout
 
 #: The MPI launchers by name: words before the component's command, placeholders filled per
@@ -45,18 +45,20 @@ PRESETS: Mapping[str, tuple[str, ...]] = {
     # Every host of the mock platform is this machine: the ranks all start here.
     "local": ("mpirun", "--oversubscribe", "-np", "{processes}"),
 }
-#: What ``auto`` means for each kind of submission: ``processes`` copies of the command, started
-#: the way that kind's hosts are reached. On Slurm, Open MPI's mpirun inside the job (it starts
-#: its daemons through Slurm on the job's hosts): Debian's Open MPI has no PMI for ``srun`` to
-#: launch MPI ranks directly ("OMPI was not built with SLURM's PMI support").
-AUTO = {"slurm": "mpirun", "mock": "local", "oar": "mpirun"}
+#: What ``auto`` means for each kind of submission. For Open MPI on Slurm prefer ``mpirun``
+#: (inside the job it starts its daemons through Slurm on the job's hosts): Debian's Open MPI
+#: has no PMI for ``srun`` to launch MPI ranks directly ("OMPI was not built with SLURM's PMI
+#: support"). On the mock, ``local`` starts the ranks here, where all its hosts are.
+AUTO = {"slurm": "srun", "mock": "none", "oar": "mpirun"}
 _PLACEHOLDER = re.compile(r"\{([a-z_]+)\}")
 DEFAULT_ROOT = Path("coorm-runs")
 
 
-def mpi_words(choice: MpiPreset | tuple[str, ...], kind: str) -> tuple[tuple[str, ...], bool]:
+def mpi_words(choice: Mpi, kind: str) -> tuple[tuple[str, ...], bool]:
     """The launcher's words for a cluster of ``kind``, and whether its hostfile says ``slots=``
     (OpenMPI's mpirun reads it; other launchers want bare host names)."""
+    if isinstance(choice, dict):
+        return mpi_words(choice.get(kind, "auto"), kind)  # type: ignore[call-overload]
     if isinstance(choice, tuple):
         return choice, choice[0].rsplit("/", 1)[-1] == "mpirun"
     name = AUTO.get(kind, "none") if choice == "auto" else choice

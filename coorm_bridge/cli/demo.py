@@ -9,22 +9,15 @@ reservation on each cluster), run a few seconds, send ``done``, and watch the gh
 
 from __future__ import annotations
 
-import os
-import shutil
-import signal
-import subprocess
 import sys
-import tempfile
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from pathlib import Path
 
 from coorm_bridge.core.messages import ChangeEvent, StartEvent
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.launchers.private import PrivateDaemonError, private_daemon
 
 RUN_SECONDS = 3
 #: How long each application asks for, and the margin its selector keeps free after it.
@@ -32,19 +25,6 @@ DURATION = 120
 SLACK = 30
 #: How long the demo waits for a start before giving up (a loaded site may be busy).
 START_TIMEOUT = 300
-DEMO_CONFIG = """\
-# A private bridge for the demo: the mock platform, short fair-start so the ghost is visible.
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[policy]
-interval = 0.5
-fair_start = 5
-[placement]
-poll_interval = 2
-[adapter]
-kind = "mock"
-"""
 
 
 def run_demo(
@@ -55,7 +35,7 @@ def run_demo(
             with private_daemon() as private:
                 return _demo(BridgeClient(private))
         return _demo(BridgeClient(url, token=token, verify=ca))
-    except (BridgeError, DemoError) as error:
+    except (BridgeError, DemoError, PrivateDaemonError) as error:
         print(f"coorm-bridge demo: {error}", file=sys.stderr)
         return 1
 
@@ -172,52 +152,3 @@ def _free(profile: Profile, hosts: int, now: int, shown: int = 3) -> str:
 
 def _hosts(names: list[str]) -> str:
     return f"[{', '.join(names)}]" if len(names) <= 4 else f"[{names[0]} ... {names[-1]}]"
-
-
-@contextmanager
-def private_daemon() -> Iterator[str]:
-    """A daemon of our own on the mock platform, in a temporary folder, stopped afterwards."""
-    folder = Path(tempfile.mkdtemp(prefix="coorm-demo-", dir="/tmp"))
-    (folder / "coorm-bridge.toml").write_text(DEMO_CONFIG)
-    log = (folder / "daemon.log").open("w")
-    command = [
-        sys.executable,
-        "-c",
-        "import sys; from coorm_bridge.cli.main import main; sys.exit(main())",
-        "serve",
-        "--config",
-        str(folder / "coorm-bridge.toml"),
-    ]
-    # cwd: the temporary folder, so that a source tree never shadows the installed package.
-    daemon = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
-    url = f"unix://{folder / 'bridge.sock'}"
-    try:
-        _wait_ready(url, daemon, folder / "daemon.log")
-        print(f"started a private daemon (pid {daemon.pid}) on the mock platform")
-        yield url
-    finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(15)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        log.close()
-        if os.environ.get("COORM_DEMO_KEEP"):
-            print(f"daemon files kept in {folder}")
-        else:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def _wait_ready(url: str, daemon: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
-    with BridgeClient(url, timeout=2) as client:
-        while time.monotonic() < deadline:
-            if daemon.poll() is not None:
-                raise DemoError(f"the daemon exited ({daemon.returncode}):\n{log.read_text()}")
-            try:
-                client.health()
-                return
-            except BridgeError:
-                time.sleep(0.2)
-    raise DemoError(f"the daemon did not answer within 60 s:\n{log.read_text()}")

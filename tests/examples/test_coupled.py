@@ -110,35 +110,17 @@ def test_a_component_whose_peer_sends_nonsense_fails(mpi, tmp_path):
 
 
 def test_the_example_runs_through_the_bridge_on_the_embedded_mock_platform(mpi, tmp_path):
-    """The README's first coupled run: the example file as it is, a daemon on the default mock
-    platform (run_jobs set, since CI runs as root), coorm-launch."""
-    config = tmp_path / "bridge.toml"
-    config.write_text(
-        '[bridge]\nsocket = "b.sock"\nstate_dir = "state"\n[adapter]\nkind = "mock"\n'
-        "run_jobs = true\n"
-    )
+    """The README's first coupled run, verbatim: ``coorm-launch --start-daemon`` on the example
+    file, a private daemon on the default mock platform started and stopped for it."""
     bin_dir = Path(sys.executable).parent
-    log = (tmp_path / "daemon.log").open("w")
-    daemon = subprocess.Popen(
-        [str(bin_dir / "coorm-bridge"), "serve", "--config", str(config)],
-        cwd=tmp_path, stdout=log, stderr=log,
+    app = EXAMPLE.with_name("coupled.toml")
+    result = subprocess.run(
+        [str(bin_dir / "coorm-launch"), "--start-daemon", str(app)],
+        capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
     )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 60
-        while not (tmp_path / "b.sock").exists():
-            assert daemon.poll() is None, (tmp_path / "daemon.log").read_text()
-            assert time.monotonic() < deadline
-            time.sleep(0.2)
-        app = EXAMPLE.with_name("coupled.toml")
-        result = subprocess.run(
-            [str(bin_dir / "coorm-launch"), str(app), "--url", f"unix://{tmp_path / 'b.sock'}"],
-            capture_output=True, text=True, timeout=300, check=False, cwd=tmp_path,
-        )  # fmt: skip
-        assert result.returncode == 0, result.stdout + result.stderr
-    finally:
-        daemon.terminate()
-        daemon.wait(30)
-        log.close()
+    said = result.stdout + result.stderr
+    assert result.returncode == 0, said
+    assert "started a private daemon" in said
     (run,) = (tmp_path / "coorm-runs").iterdir()
     solver = json.loads((run / "solver.json").read_text())
     coupler = json.loads((run / "coupler.json").read_text())

@@ -140,9 +140,8 @@ def test_the_run_directory_describes_every_component(tmp_path):
 @pytest.mark.parametrize(
     ("mpi", "kind", "words", "hostfile"),
     [
-        ("srun", "slurm", ["srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4"], "alpha03\n"),
-        ("auto", "slurm", ["mpirun", "--hostfile", "HOSTFILE", "-np", "8"], "alpha03 slots=4\n"),
-        ("auto", "mock", ["mpirun", "--oversubscribe", "-np", "8"], "alpha03 slots=4\n"),
+        ("auto", "slurm", ["srun", "--nodes=2", "--ntasks=8", "--ntasks-per-node=4"], "alpha03\n"),
+        ("auto", "mock", [], "alpha03\n"),
         ("none", "slurm", [], "alpha03\n"),
     ],
 )
@@ -161,3 +160,18 @@ def test_a_start_the_components_cannot_use_is_refused(tmp_path):
     )
     with pytest.raises(LayoutError):
         prepare(app, "s3", start, CLUSTERS, {"beta": "mock"}, root=tmp_path)
+
+
+@pytest.mark.parametrize(
+    ("kind", "words"),
+    [
+        ("slurm", ["mpirun", "--hostfile", "HOSTFILE", "-np", "8"]),
+        ("mock", ["mpirun", "--oversubscribe", "-np", "8"]),
+    ],
+)
+def test_one_file_names_the_mpi_launcher_per_kind_of_cluster(tmp_path, kind, words):
+    text = APP.format(mpi="X").replace('mpi = "X"', 'mpi = { slurm = "mpirun", mock = "local" }')
+    app = parse_app(text)
+    run = prepare(app, "s3", start_event(), CLUSTERS, {"alpha": kind, "beta": kind}, root=tmp_path)
+    hosts = tmp_path / "s3" / "alpha.hosts"
+    assert list(run.plans[0].argv[:-2]) == [w.replace("HOSTFILE", str(hosts)) for w in words]

@@ -40,7 +40,6 @@ duration = 300
 name = "rigid"
 params = {{ nodes = {{ alpha = 2, beta = 1 }} }}
 [deployment]
-mpi = "srun"
 poll_interval = 0.5
 [[component]]
 name = "solver"
