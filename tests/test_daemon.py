@@ -443,3 +443,29 @@ def test_a_second_daemon_on_the_same_state_is_refused_and_the_first_keeps_going(
     daemon.start()
     with daemon.client(ALICE_TOKEN) as client:
         assert client.session(sid).state is AppState.SUBMITTED
+
+
+def test_a_launcher_in_a_long_poll_is_alive_even_past_the_session_timeout(make_daemon):
+    """A long poll (up to 60 s) longer than ``session_timeout`` (at least 10 s) must not get
+    its waiting session withdrawn: a waiting long poll reads again every few seconds."""
+    daemon = make_daemon()
+    daemon.config.write_text(
+        daemon.config.read_text().replace(
+            'state_dir = "state"\n', 'state_dir = "state"\nsession_timeout = 10\n'
+        )
+    )
+    daemon.start()
+    with daemon.client() as client:
+        first = client.subscribe(Filter(clusters=("c2",))).session
+        client.request(first, Request(nodes={"c2": 4}, duration=3600))
+        wait_for(client, first, "start")
+        second = client.subscribe(Filter(clusters=("c2",))).session
+        client.request(second, Request(nodes={"c2": 4}, duration=60))  # waits behind first
+        seen = len(client.events(second))
+        began = time.monotonic()
+        while time.monotonic() - began < 25:
+            events = client.events(second, after=seen, wait=25)
+            seen += len(events)
+            assert not [e for e in events if e.type in ("withdrawn", "ended")], events
+        assert client.session(second).state is AppState.WAITING
+        client.done(first)

@@ -148,6 +148,10 @@ async def put_request(
     return RequestAnswer(session=row.id, state=row.state, estimated_start=row.estimated_start)
 
 
+#: Seconds between the reads of a waiting long poll: half the shortest session_timeout.
+HEARD_EVERY = 5.0
+
+
 @router.get("/sessions/{session_id}/events")
 async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     request: Request,
@@ -168,8 +172,11 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
             left = deadline - loop.time()
             if found or left <= 0:
                 return EventPage(events=found)
+            # Woken at least every HEARD_EVERY seconds: each wake-up reads again, and reading
+            # tells the bridge the launcher is alive (a session_timeout may be shorter than a
+            # long poll).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiter.wait(), timeout=left)
+                await asyncio.wait_for(waiter.wait(), timeout=min(left, HEARD_EVERY))
         finally:
             notifier.unregister(session_id, waiter)
 
