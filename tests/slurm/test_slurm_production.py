@@ -185,9 +185,15 @@ def test_co_allocated_applications_start_together_among_running_and_pending_jobs
         ]
         assert estimates
         assert start.time <= estimates[-1] + 1
-        runs = {
-            c: wait(lambda j=j, c=c: running(site, c, j), timeout=30) for c, j in by_cluster.items()
-        }
+        try:  # Slurm starts a job in a placeholder at its next scheduling pass
+            runs = {
+                c: wait(lambda j=j, c=c: running(site, c, j), timeout=90)
+                for c, j in by_cluster.items()
+            }
+        except AssertionError:
+            queue = site.slurm.run("squeue", "-o", "%i %T %r %S %e %N %v", check=False).stdout
+            shown = site.slurm.run("scontrol", "-o", "show", "reservation", check=False).stdout
+            raise AssertionError(f"jobs {by_cluster} not running:\n{queue}\n{shown}") from None
         starts = [job.start for job in runs.values()]
         apart, late = max(starts) - min(starts), start.time - estimates[-1]
         print(f"{sid}: jobs started {apart} s apart, {late} s from the last estimate")
