@@ -59,7 +59,7 @@ def start(seq: int) -> StartEvent:
     return StartEvent(
         seq=seq,
         time=NOW,
-        end=NOW + 599,  # less than 10 whole minutes left
+        end=int(time.time()) + 599,  # less than 10 whole minutes left, from now
         allocations={
             "c1": Allocation(hosts=["c1-1", "c1-2"], reservation="r1"),
             "c2": Allocation(hosts=["c2-1"], reservation="r2"),
