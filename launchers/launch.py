@@ -23,7 +23,7 @@ from coorm_bridge import __version__
 from coorm_bridge.launchers.app import AppError, AppSpec, load_app
 
 if TYPE_CHECKING:
-    from coorm_bridge.launchers.selection import Selector
+    from coorm_bridge.launchers.selectors.base import Selector
 
 EXIT_USAGE = 2
 

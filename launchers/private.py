@@ -47,19 +47,12 @@ def private_daemon(run_jobs: bool = False) -> Iterator[str]:
     folder = Path(tempfile.mkdtemp(prefix="coorm-private-", dir="/tmp"))
     (folder / "coorm-bridge.toml").write_text(CONFIG + ("run_jobs = true\n" if run_jobs else ""))
     log = (folder / "daemon.log").open("w")
-    command = [
-        sys.executable,
-        "-c",
-        "import sys; from coorm_bridge.cli.main import main; sys.exit(main())",
-        "serve",
-        "--config",
-        str(folder / "coorm-bridge.toml"),
-    ]
     # cwd: the temporary folder, so that a source tree never shadows the installed package.
+    command = serve_command(folder / "coorm-bridge.toml")
     daemon = subprocess.Popen(command, cwd=folder, stdout=log, stderr=subprocess.STDOUT)  # noqa: S603
     url = f"unix://{folder / 'bridge.sock'}"
     try:
-        _wait_ready(url, daemon, folder / "daemon.log")
+        wait_ready(url, daemon, folder / "daemon.log")
         print(f"started a private daemon (pid {daemon.pid}) on the mock platform", flush=True)
         yield url
     finally:
@@ -76,8 +69,17 @@ def private_daemon(run_jobs: bool = False) -> Iterator[str]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def _wait_ready(url: str, daemon: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + 60
+def serve_command(config: Path) -> list[str]:
+    """``coorm-bridge serve --config CONFIG`` from this interpreter's installation (run it from
+    outside a source tree, which would shadow the installed package)."""
+    main = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
+    return [sys.executable, "-c", main, "serve", "--config", str(config)]
+
+
+def wait_ready(url: str, daemon: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:
+    """Until the daemon at ``url`` answers ``/v1/health``; PrivateDaemonError with its log if
+    it exits first or stays silent ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
     with BridgeClient(url, timeout=2) as client:
         while time.monotonic() < deadline:
             if daemon.poll() is not None:
@@ -88,5 +90,5 @@ def _wait_ready(url: str, daemon: subprocess.Popen[bytes], log: Path) -> None:
                 client.health()
                 return
             except BridgeError:
-                time.sleep(0.2)
-    raise PrivateDaemonError(f"the daemon did not answer within 60 s:\n{log.read_text()}")
+                time.sleep(0.1)
+    raise PrivateDaemonError(f"the daemon did not answer within {timeout:g} s:\n{log.read_text()}")

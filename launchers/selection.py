@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from coorm_bridge.core.messages import CAP, ChangeEvent, ChangeKind
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Request
@@ -22,22 +22,11 @@ from coorm_bridge.launchers.layout import LayoutError, layout
 
 if TYPE_CHECKING:
     from coorm_bridge.core.profile import Profile
+    from coorm_bridge.launchers.selectors.base import Selector
 
 
 class SelectorError(Exception):
     """The selector cannot be loaded or built, or it answered something unusable."""
-
-
-class Selector(Protocol):
-    """What the launcher calls (``coorm_bridge.launchers.selectors``' interface)."""
-
-    def select(
-        self,
-        clusters: Mapping[str, ClusterInfo],
-        interconnect: Interconnect,
-        view: Mapping[str, Profile],
-        now: int,
-    ) -> Request | None: ...
 
 
 def build_selector(app: AppSpec) -> Selector:

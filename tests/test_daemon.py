@@ -11,7 +11,6 @@ import os
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -26,6 +25,8 @@ import requests
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from tests import daemons
+from tests.daemons import free_port
 
 pytestmark = pytest.mark.daemon
 
@@ -60,75 +61,16 @@ platform = "platform.toml"
 """
 
 
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Daemon:
-    """One ``coorm-bridge serve`` process over a folder of its own (config, socket, state)."""
+class Daemon(daemons.Daemon):
+    """The daemon of these tests: two clusters, tokens for alice and bob, TCP and the socket."""
 
     def __init__(self, folder: Path, outage: tuple[int, int] | None = None, fair_start=2):
-        self.folder = folder
-        self.port = free_port()
+        port = free_port()
         platform = PLATFORM
         if outage is not None:
             platform += f'[[outage]]\ncluster = "c2"\nstart = {outage[0]}\nend = {outage[1]}\n'
-        (folder / "platform.toml").write_text(platform)
-        config = folder / "coorm-bridge.toml"
-        config.write_text(
-            CONFIG.format(port=self.port, alice=ALICE_TOKEN, bob=BOB_TOKEN, fair_start=fair_start)
-        )
-        config.chmod(0o600)
-        self.config = config
-        self.process: subprocess.Popen[bytes] | None = None
-        self.log = folder / "daemon.log"
-
-    @property
-    def unix(self):
-        return f"unix://{self.folder / 'bridge.sock'}"
-
-    @property
-    def tcp(self):
-        return f"http://127.0.0.1:{self.port}"
-
-    def start(self):
-        command = [
-            sys.executable,
-            "-c",
-            "import sys; from coorm_bridge.cli.main import main; sys.exit(main())",
-            "serve",
-            "--config",
-            str(self.config),
-        ]
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                command, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + 60
-        with BridgeClient(self.unix, timeout=2) as client:
-            while time.monotonic() < deadline:
-                assert self.process.poll() is None, self.log.read_text()
-                try:
-                    client.health()
-                    return self
-                except BridgeError:
-                    time.sleep(0.1)
-        raise AssertionError(f"the daemon did not start:\n{self.log.read_text()}")
-
-    def kill(self, sig=signal.SIGKILL):
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode if self.process else None
-
-    def client(self, token=None):
-        return BridgeClient(self.unix if token is None else self.tcp, token=token, timeout=10)
+        config = CONFIG.format(port=port, alice=ALICE_TOKEN, bob=BOB_TOKEN, fair_start=fair_start)
+        super().__init__(folder, config, platform, port)
 
 
 @pytest.fixture

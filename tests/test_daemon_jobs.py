@@ -14,8 +14,6 @@ import json
 import os
 import shutil
 import signal
-import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -34,6 +32,8 @@ from coorm_bridge.core.messages import StartEvent
 from coorm_bridge.core.model import Filter, Request, Submission
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 from coorm_bridge.protocol import JobInfo, JobRequest
+from tests import daemons
+from tests.daemons import free_port
 
 pytestmark = pytest.mark.daemon
 
@@ -60,57 +60,15 @@ kind = "mock"
 platform = "platform.toml"
 {run_jobs}
 """
-SERVE = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class Daemon:
+class Daemon(daemons.Daemon):
     """``coorm-bridge serve`` over a folder of its own, its front end running jobs."""
 
     def __init__(self, folder: Path, run_jobs: str = "run_jobs = true") -> None:
-        self.folder = folder
-        self.port = free_port()
-        (folder / "platform.toml").write_text(PLATFORM)
-        self.config = folder / "coorm-bridge.toml"
-        text = CONFIG.format(port=self.port, alice=ALICE, bob=BOB, run_jobs=run_jobs)
-        self.config.write_text(text)
-        self.config.chmod(0o600)
-        self.log = folder / "daemon.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> Daemon:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", SERVE, "serve", "--config", str(self.config)],
-                cwd=self.folder,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        with self.client() as client:
-            while time.monotonic() < deadline:
-                assert self.process.poll() is None, self.log.read_text()
-                try:
-                    client.health()
-                    return self
-                except BridgeError:
-                    time.sleep(0.1)
-        raise AssertionError(f"the daemon did not start:\n{self.log.read_text()}")
-
-    def kill(self, sig: int = signal.SIGKILL) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(30)
-
-    def client(self, token: str | None = None) -> BridgeClient:
-        if token is None:
-            return BridgeClient(f"unix://{self.folder / 'bridge.sock'}", timeout=10)
-        return BridgeClient(f"http://127.0.0.1:{self.port}", token=token, timeout=10)
+        port = free_port()
+        text = CONFIG.format(port=port, alice=ALICE, bob=BOB, run_jobs=run_jobs)
+        super().__init__(folder, text, PLATFORM, port)
 
     @property
     def jobs_folder(self) -> Path:

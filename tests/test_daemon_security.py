@@ -17,12 +17,10 @@ import json
 import os
 import pwd
 import shutil
-import signal
 import socket as socketlib
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,6 +35,7 @@ from coorm_bridge.http.server import BackgroundServer, ServerError, TlsFiles
 from coorm_bridge.launchers.client import BridgeClient, BridgeError, UntrustedBridge
 from coorm_bridge.service.config import ConfigError, load_config
 from coorm_bridge.store import Store
+from tests import daemons
 
 SERVE = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
 PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n'
@@ -55,49 +54,11 @@ platform = "platform.toml"
 """
 
 
-class Daemon:
+class Daemon(daemons.Daemon):
     """One ``coorm-bridge serve`` over a folder of its own; ``bridge`` adds lines to [bridge]."""
 
     def __init__(self, folder: Path, bridge: str = "") -> None:
-        self.folder = folder
-        (folder / "platform.toml").write_text(PLATFORM)
-        self.config = folder / "coorm-bridge.toml"
-        self.config.write_text(CONFIG.format(bridge=bridge))
-        self.config.chmod(0o600)
-        self.log = folder / "daemon.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def unix(self) -> str:
-        return f"unix://{self.folder / 'bridge.sock'}"
-
-    def start(self) -> Daemon:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", SERVE, "serve", "--config", str(self.config)],
-                cwd=self.folder,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        with BridgeClient(self.unix, timeout=2) as client:
-            while time.monotonic() < deadline:
-                assert self.process.poll() is None, self.log.read_text()
-                try:
-                    client.health()
-                    return self
-                except BridgeError:
-                    time.sleep(0.1)
-        raise AssertionError(f"the daemon did not start:\n{self.log.read_text()}")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        super().__init__(folder, CONFIG.format(bridge=bridge), PLATFORM)
 
 
 @pytest.fixture

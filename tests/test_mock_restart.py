@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -24,7 +23,9 @@ import requests
 
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import AppState
-from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.launchers.client import BridgeClient
+from tests import daemons
+from tests.daemons import free_port
 
 pytestmark = pytest.mark.daemon
 
@@ -64,74 +65,15 @@ kind = "mock"
 platform = "platform.toml"
 speedup = {speedup}
 """
-SERVE = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Daemon:
+class Daemon(daemons.Daemon):
     """``coorm-bridge serve`` over a folder of its own; restartable on the same state."""
 
     def __init__(self, folder: Path, speedup: object = SPEEDUP) -> None:
-        self.folder = folder
-        self.port = free_port()
-        (folder / "platform.toml").write_text(PLATFORM)
-        self.config = folder / "coorm-bridge.toml"
-        self.config.write_text(CONFIG.format(port=self.port, token=TOKEN, speedup=speedup))
-        self.config.chmod(0o600)
-        self.log = folder / "daemon.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def unix(self) -> str:
-        return f"unix://{self.folder / 'bridge.sock'}"
-
-    def run(self) -> subprocess.CompletedProcess[str]:
-        """Start it and wait for it to exit (for configurations that must be refused)."""
-        return subprocess.run(
-            [sys.executable, "-c", SERVE, "serve", "--config", str(self.config)],
-            cwd=self.folder,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
-
-    def start(self) -> Daemon:
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [sys.executable, "-c", SERVE, "serve", "--config", str(self.config)],
-                cwd=self.folder,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 60
-        with BridgeClient(self.unix, timeout=2) as client:
-            while time.monotonic() < deadline:
-                assert self.process.poll() is None, self.log.read_text()
-                try:
-                    client.health()
-                    return self
-                except BridgeError:
-                    time.sleep(0.1)
-        raise AssertionError(f"the daemon did not start:\n{self.log.read_text()}")
-
-    def kill(self, sig: int = signal.SIGKILL) -> int | None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return None if self.process is None else self.process.returncode
-
-    def client(self) -> BridgeClient:
-        return BridgeClient(self.unix, timeout=10)
+        port = free_port()
+        config = CONFIG.format(port=port, token=TOKEN, speedup=speedup)
+        super().__init__(folder, config, PLATFORM, port)
 
     def metrics(self) -> dict[str, float]:
         text = requests.get(f"http://127.0.0.1:{self.port}/metrics", timeout=10).text

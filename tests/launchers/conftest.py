@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from tests import daemons
 
 PLATFORM = """
 [[cluster]]
@@ -47,54 +47,11 @@ run_jobs = true
 SCRIPT = Path(sys.executable).with_name("coorm-launch")
 
 
-class Daemon:
-    """``coorm-bridge serve`` over a folder of its own; restartable on the same state."""
+class Daemon(daemons.Daemon):
+    """The launchers' daemon: the mock with two clusters, its front end running jobs."""
 
     def __init__(self, folder: Path, extra: str = "") -> None:
-        self.folder = folder
-        (folder / "platform.toml").write_text(PLATFORM)
-        self.config = folder / "coorm-bridge.toml"
-        self.config.write_text(CONFIG + extra)
-        self.log = folder / "daemon.log"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.folder / 'bridge.sock'}"
-
-    def start(self) -> Daemon:
-        command = [
-            str(Path(sys.executable).with_name("coorm-bridge")),
-            "serve",
-            "--config",
-            str(self.config),
-        ]
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                command, cwd=self.folder, stdout=log, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + 60
-        with BridgeClient(self.url, timeout=2) as client:
-            while time.monotonic() < deadline:
-                assert self.process.poll() is None, self.log.read_text()
-                try:
-                    client.health()
-                    return self
-                except BridgeError:
-                    time.sleep(0.1)
-        raise AssertionError(f"the daemon did not start:\n{self.log.read_text()}")
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-
-    def client(self) -> BridgeClient:
-        return BridgeClient(self.url, timeout=10)
+        super().__init__(folder, CONFIG + extra, PLATFORM)
 
 
 class Launcher:

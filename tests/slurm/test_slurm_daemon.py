@@ -4,7 +4,6 @@ admin and a user would run it."""
 from __future__ import annotations
 
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -13,9 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.core.model import Submission
-from coorm_bridge.launchers.client import BridgeClient, BridgeError
-from coorm_bridge.protocol import JobRequest
+from tests import daemons
 
 pytestmark = [pytest.mark.slurm, pytest.mark.daemon]
 
@@ -40,44 +37,15 @@ def test_the_demo_co_allocates_on_slurm_through_the_daemon(slurm_partitions):
         f'[[adapter.cluster]]\nname = "{p}"\npartition = "{p}"\nslurm_conf = "{conf}"\n'
         for p in slurm_partitions.clusters
     )
-    config = folder / "coorm-bridge.toml"
-    config.write_text(CONFIG + clusters)
+    daemon = daemons.Daemon(folder, CONFIG + clusters)
+    url = daemon.unix
     script = Path(sys.executable).with_name("coorm-bridge")
-    log = (folder / "daemon.log").open("w")
-    daemon = subprocess.Popen(
-        [str(script), "serve", "--config", str(config)], cwd=folder, stdout=log, stderr=log
-    )
-    url = f"unix://{folder / 'bridge.sock'}"
     try:
-        with BridgeClient(url, timeout=2) as client:
-            deadline = time.monotonic() + 60
-            while True:
-                assert daemon.poll() is None, (folder / "daemon.log").read_text()
-                try:
-                    health = client.health()
-                    break
-                except BridgeError:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.2)
+        daemon.start()
+        with daemon.client() as client:
+            health = client.health()
             assert health.status == "ok"
             assert set(health.clusters) == set(slurm_partitions.clusters)
-            # Launchers learn how to submit into the placeholders: sbatch, here, -p, SLURM_CONF.
-            told = {info.name: info.submission for info in client.clusters()}
-            assert told == {
-                p: Submission(kind="slurm", partition=p, slurm_conf=str(conf))
-                for p in slurm_partitions.clusters
-            }
-            # Slurm takes jobs itself: the bridge's own front end says so, and takes none.
-            sid = client.subscribe().session
-            job = JobRequest(
-                cluster=slurm_partitions.clusters[0], name="x", argv=["true"], workdir="/tmp",
-                walltime=60, stdout="/tmp/x.out", stderr="/tmp/x.err",
-            )  # fmt: skip
-            with pytest.raises(BridgeError) as refused:
-                client.submit_job(sid, job)
-            assert refused.value.status == 409
-            assert "submit with sbatch (kind slurm)" in refused.value.detail
-            client.withdraw(sid)
         demo = subprocess.run(
             [str(script), "demo", "--url", url],
             capture_output=True,
@@ -93,13 +61,7 @@ def test_the_demo_co_allocates_on_slurm_through_the_daemon(slurm_partitions):
         shown = slurm_partitions.run("scontrol", "-o", "show", "reservation").stdout
         assert "coorm-" not in shown
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        log.close()
+        daemon.stop()
         slurm_partitions.reset()
         shutil.rmtree(folder, ignore_errors=True)
 

@@ -7,16 +7,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from tests import daemons
 
 pytestmark = [pytest.mark.slurm, pytest.mark.daemon]
 
@@ -62,36 +60,12 @@ def bridge(slurm_partitions):
         f'[[adapter.cluster]]\nname = "{p}"\npartition = "{p}"\nslurm_conf = "{conf}"\n'
         for p in slurm_partitions.clusters
     )
-    (folder / "coorm-bridge.toml").write_text(CONFIG + clusters)
-    script = Path(sys.executable).with_name("coorm-bridge")
-    log = (folder / "daemon.log").open("w")
-    daemon = subprocess.Popen(
-        [str(script), "serve", "--config", str(folder / "coorm-bridge.toml")],
-        cwd=folder,
-        stdout=log,
-        stderr=log,
-    )
-    url = f"unix://{folder / 'bridge.sock'}"
+    daemon = daemons.Daemon(folder, CONFIG + clusters)
     try:
-        with BridgeClient(url, timeout=2) as client:
-            deadline = time.monotonic() + 60
-            while True:
-                assert daemon.poll() is None, (folder / "daemon.log").read_text()
-                try:
-                    client.health()
-                    break
-                except BridgeError:
-                    assert time.monotonic() < deadline
-                    time.sleep(0.2)
-        yield folder, url
+        daemon.start()
+        yield folder, daemon.unix
     finally:
-        daemon.send_signal(signal.SIGTERM)
-        try:
-            daemon.wait(30)
-        except subprocess.TimeoutExpired:
-            daemon.kill()
-            daemon.wait()
-        log.close()
+        daemon.stop()
         slurm_partitions.reset()
         shutil.rmtree(folder, ignore_errors=True)
 

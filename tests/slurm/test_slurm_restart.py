@@ -12,7 +12,6 @@ from __future__ import annotations
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -25,7 +24,8 @@ import requests_unixsocket
 from coorm_bridge.core.messages import Event, StartEvent
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import AppState
-from coorm_bridge.launchers.client import BridgeClient, BridgeError, base_url
+from coorm_bridge.launchers.client import BridgeClient, base_url
+from tests import daemons
 
 pytestmark = [pytest.mark.slurm, pytest.mark.daemon]
 
@@ -65,60 +65,27 @@ class Held:
     line: str  # the whole record, to compare flags, users and all the rest too
 
 
-class Daemon:
+class Daemon(daemons.Daemon):
     """``coorm-bridge serve`` on the test Slurm over a folder of its own; restartable on the
     same state folder."""
 
     def __init__(self, folder: Path, slurm) -> None:
-        self.folder = folder
         clusters = "".join(
             f'[[adapter.cluster]]\nname = "{c}"\npartition = "{c}"\nslurm_conf = "{slurm.conf}"\n'
             for c in CLUSTERS
         )
-        self.config = folder / "coorm-bridge.toml"
-        self.config.write_text(CONFIG + clusters)
-        self.log = folder / "daemon.log"
-        self.process: subprocess.Popen[bytes] | None = None
+        super().__init__(folder, CONFIG + clusters)
 
-    @property
-    def url(self) -> str:
-        return f"unix://{self.folder / 'bridge.sock'}"
-
-    def start(self) -> Daemon:
-        script = Path(sys.executable).with_name("coorm-bridge")
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(
-                [str(script), "serve", "--config", str(self.config)],
-                cwd=self.folder,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + START_TIMEOUT
-        with BridgeClient(self.url, timeout=2) as client:
-            while time.monotonic() < deadline:
-                assert self.process.poll() is None, self.log.read_text()
-                try:
-                    health = client.health()
-                except BridgeError:
-                    time.sleep(0.1)
-                    continue
-                assert health.status == "ok", health
-                return self
-        raise AssertionError(f"the daemon did not start:\n{self.log.read_text()}")
+    def start(self, timeout: float = START_TIMEOUT) -> Daemon:
+        super().start(timeout)
+        with self.client() as client:
+            health = client.health()
+        assert health.status == "ok", health
+        return self
 
     def stop(self, sig: int = signal.SIGKILL) -> int | None:
         """Signal this daemon's process (by its PID) and reap it."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return None if self.process is None else self.process.returncode
-
-    def client(self) -> BridgeClient:
-        return BridgeClient(self.url, timeout=10)
+        return super().stop(sig)
 
     def metrics(self) -> dict[str, float]:
         with requests_unixsocket.Session() as http:

@@ -12,9 +12,7 @@ from __future__ import annotations
 import os
 import pwd
 import shutil
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -31,11 +29,12 @@ from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
-from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.launchers.client import BridgeClient
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.loop import Loop
 from coorm_bridge.store import Store
+from tests import daemons
 
 pytestmark = pytest.mark.slurm
 
@@ -183,12 +182,11 @@ kind = "slurm"
 """
 
 
-class Daemon:
-    """``coorm-bridge serve`` whose Slurm commands run as ``account`` (wrappers on its PATH)."""
+class Daemon(daemons.Daemon):
+    """``coorm-bridge serve`` whose Slurm commands run as ``account`` (wrappers on its PATH);
+    started by the first :meth:`client`."""
 
     def __init__(self, folder: Path, slurm, account: pwd.struct_passwd) -> None:
-        self.folder = folder
-        self.log = folder / "daemon.log"
         wrappers = folder / "bin"
         wrappers.mkdir()
         for command in COMMANDS:
@@ -201,41 +199,16 @@ class Daemon:
             f'[[adapter.cluster]]\nname = "{c}"\nslurm_conf = "{slurm.confs[c]}"\n'
             for c in slurm.clusters
         )
-        config = folder / "coorm-bridge.toml"
-        config.write_text(CONFIG + clusters)
-        script = Path(sys.executable).with_name("coorm-bridge")
         env = {**os.environ, "PATH": f"{wrappers}{os.pathsep}{os.environ['PATH']}"}
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [str(script), "serve", "--config", str(config)],
-                cwd=folder, env=env, stdout=log, stderr=subprocess.STDOUT,
-            )  # fmt: skip
-        self.url = f"unix://{folder / 'bridge.sock'}"
+        super().__init__(folder, CONFIG + clusters, env=env)
 
-    def client(self) -> BridgeClient:
-        deadline = time.monotonic() + 60
-        with BridgeClient(self.url, timeout=2) as client:
-            while True:
-                assert self.process.poll() is None, self.log.read_text()
-                try:
-                    client.health()
-                    break
-                except BridgeError:
-                    assert time.monotonic() < deadline, self.log.read_text()
-                    time.sleep(0.2)
-        return BridgeClient(self.url, timeout=10)
+    def client(self, token: str | None = None) -> BridgeClient:
+        if self.process is None:
+            self.start()
+        return super().client(token)
 
     def lines(self, level: str) -> list[str]:
         return [line for line in self.log.read_text().splitlines() if f" {level} " in line]
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
 
 
 def wait_for(predicate, timeout: float = 60, step: float = 0.5):

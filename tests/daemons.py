@@ -1,0 +1,102 @@
+"""``coorm-bridge serve`` for tests that need a real daemon: a folder of its own (configuration,
+socket, state, log), started from this interpreter's installation, waited for, and stopped by its
+PID only. Each test module writes its configuration; this holds what they all do with it."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Self
+
+from coorm_bridge.launchers.client import BridgeClient
+from coorm_bridge.launchers.private import PrivateDaemonError, serve_command, wait_ready
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Daemon:
+    """One daemon over ``folder``: ``config`` becomes its coorm-bridge.toml (mode 0600),
+    ``platform`` its platform.toml; its socket is ``bridge.sock``, its TCP port ``port``."""
+
+    def __init__(
+        self,
+        folder: Path,
+        config: str,
+        platform: str | None = None,
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ) -> None:
+        self.folder = folder
+        self.port = port
+        self.env = None if env is None else dict(env)
+        """The daemon's whole environment (None: this process's)."""
+        if platform is not None:
+            (folder / "platform.toml").write_text(platform)
+        self.config = folder / "coorm-bridge.toml"
+        self.config.write_text(config)
+        self.config.chmod(0o600)
+        self.log = folder / "daemon.log"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def unix(self) -> str:
+        return f"unix://{self.folder / 'bridge.sock'}"
+
+    url = unix
+
+    @property
+    def tcp(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def run(self) -> subprocess.CompletedProcess[str]:
+        """Start it and wait for it to exit (for configurations that must be refused)."""
+        return subprocess.run(
+            serve_command(self.config),
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+
+    def start(self, timeout: float = 60) -> Self:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(
+                serve_command(self.config),
+                cwd=self.folder,
+                env=self.env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            wait_ready(self.unix, self.process, self.log, timeout)
+        except PrivateDaemonError as error:
+            raise AssertionError(f"the daemon did not start: {error}") from None
+        return self
+
+    def stop(self, sig: int = signal.SIGTERM) -> int | None:
+        """Signal it (if it still runs) and reap it; its exit status."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        return None if self.process is None else self.process.returncode
+
+    def kill(self, sig: int = signal.SIGKILL) -> int | None:
+        return self.stop(sig)
+
+    def client(self, token: str | None = None) -> BridgeClient:
+        """Over the socket, or over TCP with ``token``."""
+        if token is None:
+            return BridgeClient(self.unix, timeout=10)
+        return BridgeClient(self.tcp, token=token, timeout=10)
