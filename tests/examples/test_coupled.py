@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -23,24 +22,6 @@ pytestmark = pytest.mark.mpi
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coupled" / "coupled.py"
 PYTHON = "/usr/bin/python3"
-
-
-def _mpi_missing() -> str | None:
-    if shutil.which("mpirun") is None:
-        return "mpirun is not installed (Debian: openmpi-bin)"
-    found = subprocess.run(
-        [PYTHON, "-c", "import mpi4py"], capture_output=True, check=False, cwd="/"
-    )
-    return None if found.returncode == 0 else "the system Python has no mpi4py (python3-mpi4py)"
-
-
-@pytest.fixture(scope="module")
-def mpi() -> None:
-    missing = _mpi_missing()
-    if missing is not None:
-        if os.environ.get("COORM_REQUIRE_MPI") == "1":
-            pytest.fail(f"MPI is required here: {missing}")
-        pytest.skip(missing)
 
 
 def free_port() -> int:

@@ -5,9 +5,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -72,15 +70,6 @@ def test_a_failing_component_makes_the_run_fail(daemon, launch, folder):
     assert (jobs["c1"]["state"], jobs["c1"]["exit_code"]) == ("failed", 4)
 
 
-def _mpi_missing() -> str | None:
-    if shutil.which("mpirun") is None:
-        return "mpirun is not installed (Debian: openmpi-bin)"
-    found = subprocess.run(
-        ["/usr/bin/python3", "-c", "import mpi4py"], capture_output=True, check=False, cwd="/"
-    )
-    return None if found.returncode == 0 else "the system Python has no mpi4py"
-
-
 COUPLED = """
 duration = 300
 [selector]
@@ -108,12 +97,7 @@ ROOT = 'OMPI_ALLOW_RUN_AS_ROOT = "1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM = "1"'
 
 
 @pytest.mark.mpi
-def test_the_coupled_example_exchanges_over_tcp_through_run_json(daemon, launch, folder):
-    missing = _mpi_missing()
-    if missing is not None:
-        if os.environ.get("COORM_REQUIRE_MPI") == "1":
-            pytest.fail(f"MPI is required here: {missing}")
-        pytest.skip(missing)
+def test_the_coupled_example_exchanges_over_tcp_through_run_json(mpi, daemon, launch, folder):
     app = folder / "coupled.toml"
     example = REPO / "examples" / "coupled" / "coupled.py"
     app.write_text(COUPLED.format(example=example, root=ROOT if os.geteuid() == 0 else ""))

@@ -128,7 +128,7 @@ def test_a_failing_component_fails_the_run(bridge):
 
 
 @pytest.mark.mpi
-def test_the_coupled_mpi_example_runs_on_two_slurm_clusters(bridge):
+def test_the_coupled_mpi_example_runs_on_two_slurm_clusters(mpi, bridge):
     """examples/coupled as a user runs it: mpirun inside each cluster's job, the components
     exchanging checked values over TCP; both jobs start within a second of each other."""
     folder, url = bridge
