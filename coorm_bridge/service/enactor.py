@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
-from coorm_bridge.adapters.base import Adapter, JobState
+from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.core.states import ACTIVE, AppState
 from coorm_bridge.placement.coallocation import CoAllocationFailed
 from coorm_bridge.placement.placeholders import Placeholders
@@ -213,22 +213,13 @@ class Enactor:
         From the last snapshot; one that shows such a job is taken again to be sure, so that the
         common case costs no batch-system call."""
         for cluster, placeholder in sorted(held.items()):
-            for fresh in (False, True):
-                if fresh:
-                    self.poller.poll(cluster)
-                shot = self.poller.status(cluster).snapshot
-                hosts = set(placeholder.host_names)
-                busy = [] if shot is None else [
-                    j for j in shot.jobs
-                    if j.state is JobState.RUNNING
-                    and j.reservation != placeholder.name
-                    and hosts.intersection(j.host_names)
-                ]  # fmt: skip
-                if not busy:
-                    break
-            else:
-                job = busy[0]
-                where = ", ".join(sorted(hosts.intersection(job.host_names)))
+            hosts, name = placeholder.host_names, placeholder.name
+            job = self.poller.running_on(cluster, hosts, besides=name)
+            if job is not None:  # the snapshot may be older than the job's end: look again
+                self.poller.poll(cluster)
+                job = self.poller.running_on(cluster, hosts, besides=name)
+            if job is not None:
+                where = ", ".join(sorted(set(hosts).intersection(job.host_names)))
                 return f"{cluster}: job {job.id} still runs on {where}"
         return None
 

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from coorm_bridge.adapters.base import Adapter, AdapterError, ClusterSnapshot
+from coorm_bridge.adapters.base import Adapter, AdapterError, ClusterSnapshot, Job, JobState
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.placement.occupancy import free_profile
 
@@ -148,6 +148,24 @@ class Poller:
         if shot is None:
             return []
         return [j.id for j in shot.jobs if j.reservation == reservation and not j.state.finished]
+
+    def running_on(self, cluster: str, hosts: Iterable[str], besides: str) -> Job | None:
+        """A job running on one of ``hosts`` other than inside reservation ``besides``, as the
+        last snapshot shows it (None: none, or no snapshot yet)."""
+        shot = self._status[cluster].snapshot
+        wanted = set(hosts)
+        if shot is None:
+            return None
+        return next(
+            (
+                j
+                for j in shot.jobs
+                if j.state is JobState.RUNNING
+                and j.reservation != besides
+                and wanted.intersection(j.host_names)
+            ),
+            None,
+        )
 
     def stale(self) -> tuple[str, ...]:
         with self._lock:
