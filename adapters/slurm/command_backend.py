@@ -19,7 +19,7 @@ from collections.abc import Hashable, Sequence
 from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware, Read, ReadFailure
 from coorm_bridge.adapters.batch.runner import Completed, Runner
-from coorm_bridge.adapters.slurm import commands, parse, parse_text, rights
+from coorm_bridge.adapters.slurm import answers, commands, parse, parse_text, rights
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of
 
@@ -34,7 +34,7 @@ class CliBackend(Backend[SlurmBinding]):
         done = self.runner.run(argv, env=env, timeout=self.timeout)
         if not done.ok:
             message = (done.stderr or done.stdout).strip() or f"{argv[0]} exit {done.returncode}"
-            raise BatchFailure(parse.classify_error(message), message)
+            raise BatchFailure(answers.classify_error(message), message)
         return done
 
     @staticmethod
@@ -182,7 +182,7 @@ class CliBackend(Backend[SlurmBinding]):
         # Not in UTC: sbatch hands its environment to the job, which should keep the site's zone.
         done = self._run(binding, commands.sbatch(self._target(binding), job), utc=False)
         # --parsable prints "ID" or "ID;cluster".
-        return parse.parse_job_id(done.stdout)
+        return answers.parse_job_id(done.stdout)
 
     def cancel(self, binding: SlurmBinding, job_id: str) -> None:
         self._run(binding, commands.scancel(self._target(binding), job_id))

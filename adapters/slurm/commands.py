@@ -258,7 +258,8 @@ def sbatch(
     output: str | None = None,
     error: str | None = None,
 ) -> tuple[str, ...]:
-    """``sbatch --parsable``: prints ``ID``, or ``ID;cluster`` with -M (:func:`.parse_job_id`).
+    """``sbatch --parsable``: prints ``ID``, or ``ID;cluster`` with -M (read by
+    :func:`.answers.parse_job_id`).
 
     ``--time`` is the walltime in whole minutes, rounded up. The job runs as the user who runs
     sbatch: submitting for ``job.user`` is the runner's business (sbatch's ``--uid`` is root only).
@@ -304,7 +305,8 @@ def sbatch(
 
 
 def show_job(target: Target, job_id: str) -> tuple[str, ...]:
-    """``scontrol -o show job ID``: one line with its state and exit code (:func:`.parse_job`).
+    """``scontrol -o show job ID``: one line with its state and exit code (read by
+    :func:`.answers.parse_job`).
 
     Slurm remembers a finished job for MinJobAge (300 s by default); then it answers "Invalid job
     id specified" (``no_such_job``). Unlike sacct, it needs no accounting database.
@@ -314,7 +316,7 @@ def show_job(target: Target, job_id: str) -> tuple[str, ...]:
 
 def show_node(target: Target, host: str) -> tuple[str, ...]:
     """``scontrol -o show node HOST``: its ``NodeAddr``, where others reach it
-    (:func:`.parse.node_address`)."""
+    (:func:`.answers.node_address`)."""
     return ("scontrol", *target.clusters(), "-o", "show", "node", check_name(host, "host name"))
 
 

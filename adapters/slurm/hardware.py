@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coorm_bridge.adapters.batch.backend import BatchFailure, Hardware
-from coorm_bridge.adapters.slurm import parse
+from coorm_bridge.adapters.slurm import answers, parse
 
 
 def hardware_of(records: Iterable[Mapping[str, Any]], partition: str | None) -> Hardware:
@@ -47,7 +47,7 @@ def check_errors(document: Mapping[str, Any], what: str) -> None:
         for e in (errors if isinstance(errors, list) else [errors])
     ]
     said = "; ".join(texts)
-    raise BatchFailure(parse.classify_error(said), f"{what}: Slurm reported: {said}")
+    raise BatchFailure(answers.classify_error(said), f"{what}: Slurm reported: {said}")
 
 
 def no_node(partition: str | None, nodes: Iterable[Mapping[str, Any]]) -> str:

@@ -1,5 +1,6 @@
 """Parsers for Slurm's answers: ``squeue --json``, ``sinfo --json``, ``scontrol -o show
-reservation``, error messages and the one-line answers of scontrol, sbatch and ``squeue -o %T``.
+reservation`` and the state names of ``squeue -o %T`` (error messages and the other one-line
+answers: :mod:`.answers`; the text formats the snapshot reads: :mod:`.parse_text`).
 
 Both JSON shapes are read: OpenAPI v0.0.38 (Slurm 22.05: plain integers, string ``job_state``,
 lower-case node ``state`` plus ``state_flags``) and v0.0.39+ (23.02+: numbers may be ``{"set",
@@ -27,14 +28,13 @@ import json
 import re
 import time
 from collections.abc import Iterable, Iterator
-from typing import Any, Final, NamedTuple
+from typing import Any, Final
 
 import hostlist  # type: ignore[import-untyped]
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
-from coorm_bridge.adapters.batch.backend import ErrorKind
 from coorm_bridge.core.model import MAX_DURATION, NAME_PATTERN, USER_NAME_PATTERN, describe
 
 #: The walltime of a job without limit (time_limit null, 0, INFINITE or unset): one year, the
@@ -303,7 +303,7 @@ def parse_time(text: str) -> int:
         raise ValueError(f"not a scontrol time: {text!r}") from error
 
 
-def _fields(record: str) -> dict[str, str]:
+def record_fields(record: str) -> dict[str, str]:
     """``Key=Value`` pairs; a value runs to the next `` Key=`` (values may hold '=' or spaces)."""
     parts = _KEY.split(record)
     return {key: value.strip() for key, value in zip(parts[1::2], parts[2::2], strict=True)}
@@ -360,7 +360,7 @@ def parse_reservations(
     wanted = set(nodes) if nodes is not None else set()
     reservations: list[Reservation] = []
     for record in _records(text):
-        fields = _fields(record)
+        fields = record_fields(record)
         found = reservation_of(
             fields.get("ReservationName", ""),
             fields.get("Nodes", ""),
@@ -375,96 +375,3 @@ def parse_reservations(
         if found is not None:
             reservations.append(found)
     return reservations
-
-
-# --- one-line answers and errors -----------------------------------------------------------------
-
-#: Slurm 22.05's messages (libslurm's error strings and scontrol's own), first match wins.
-_ERROR_TEXTS: Final[tuple[tuple[str, ErrorKind], ...]] = (
-    (r"Unable to contact slurm controller|Socket timed out|Zero Bytes were transmitted"
-     r"|Connection refused|Transport endpoint is not connected|Communication connection failure"
-     r"|Problem talking to database|can't be reached now", "unreachable"),
-    (r"Requested nodes are busy|Required node not available", "busy"),
-    (r"overlaps with another reservation", "overlap"),
-    (r"Requested reservation is in use", "in_use"),
-    (r"Invalid time specified|Start time cannot be after end time"
-     r"|StartTime \+ Duration does not equal EndTime", "invalid_time"),
-    (r"Invalid user id", "invalid_user"),
-    (r"Requested reservation is invalid|Reservation \S+ not found", "no_such_reservation"),
-    (r"Invalid job id specified", "no_such_job"),
-)  # fmt: skip
-_ERRORS: Final = tuple((re.compile(text, re.IGNORECASE), kind) for text, kind in _ERROR_TEXTS)
-
-
-def classify_error(stderr: str) -> ErrorKind:
-    """What a failed command's message means; unknown messages are ``other``. ``busy``,
-    ``overlap``, ``in_use``, ``invalid_time``: conflicts to work around; ``unreachable``: retry;
-    ``no_such_reservation`` (delete) and ``no_such_job`` (squeue -j): already gone."""
-    for pattern, kind in _ERRORS:
-        if pattern.search(stderr):
-            return kind
-    return "other"
-
-
-_CREATED: Final = re.compile(r"Reservation created:\s*(\S+)")
-
-
-def parse_created_name(stdout: str) -> str | None:
-    """The name in scontrol's "Reservation created: NAME", None when absent."""
-    match = _CREATED.search(stdout)
-    return match.group(1) if match else None
-
-
-_JOB_ID: Final = re.compile(r"^\s*([0-9]+(?:_[0-9]+)?)\s*(?:;\s*\S+\s*)?$")
-
-
-def parse_job_id(stdout: str) -> str:
-    """The job id of ``sbatch --parsable``: ``ID`` or ``ID;cluster`` (ValueError otherwise)."""
-    lines = [line for line in stdout.splitlines() if line.strip()]
-    match = _JOB_ID.match(lines[-1]) if lines else None
-    if match is None:
-        raise ValueError(f"sbatch --parsable: no job id in {stdout!r}")
-    return match.group(1)
-
-
-class JobRecord(NamedTuple):
-    """What ``scontrol -o show job`` tells of one job: its state, its exit status once it
-    finished (a signal counts as 128 + its number, as a shell reports it), and its start."""
-
-    state: JobState
-    exit_code: int | None
-    start: int | None
-
-
-_EXIT: Final = re.compile(r"^([0-9]{1,3}):([0-9]{1,3})$")
-
-
-def parse_job(stdout: str) -> JobRecord:
-    """One job of ``scontrol -o show job ID`` (run with :data:`.commands.ENV`); ValueError when
-    the answer holds no job (a ``CLUSTER:`` line before it, with -M, is skipped)."""
-    line = next((ln for ln in stdout.splitlines() if ln.lstrip().startswith("JobId=")), None)
-    if line is None:
-        raise ValueError(f"scontrol show job: no job in {stdout[:200]!r}")
-    fields = _fields(line.strip())
-    state = job_state_of(fields.get("JobState", "").split()[0] if fields.get("JobState") else "")
-    exit_code = None
-    match = _EXIT.match(fields.get("ExitCode", ""))
-    if match is not None and state.finished:
-        code, signal = int(match.group(1)), int(match.group(2))
-        exit_code = 128 + signal if signal else code
-    start_text = fields.get("StartTime", "")
-    try:
-        start = parse_time(start_text) if state is not JobState.PENDING else None
-    except ValueError:
-        start = None  # "Unknown", "None"
-    return JobRecord(state, exit_code, start)
-
-
-def node_address(stdout: str) -> str | None:
-    """The ``NodeAddr`` of ``scontrol -o show node`` (None when absent or unusable): the
-    address a node is reached at, which may differ from its name."""
-    line = next((ln for ln in stdout.splitlines() if ln.lstrip().startswith("NodeName=")), None)
-    if line is None:
-        return None
-    address = _fields(line.strip()).get("NodeAddr", "").split(",")[0].strip()
-    return address if address and re.fullmatch(r"[A-Za-z0-9_.:-]{1,255}", address) else None

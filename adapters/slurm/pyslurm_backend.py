@@ -24,7 +24,7 @@ from typing import Any
 from coorm_bridge.adapters.base import AdapterError, Job, JobSpec, JobState, Node, Reservation
 from coorm_bridge.adapters.base import ReservationSpec as Spec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
-from coorm_bridge.adapters.slurm import parse
+from coorm_bridge.adapters.slurm import answers, parse
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.hardware import hardware_of
@@ -118,7 +118,7 @@ class PyslurmBackend(Backend[SlurmBinding]):
                 return read()
         except Exception as error:  # a C extension: any error fails the read
             message = str(error.args[0] if error.args else error) or type(error).__name__
-            raise BatchFailure(parse.classify_error(message), f"pyslurm: {message}") from error
+            raise BatchFailure(answers.classify_error(message), f"pyslurm: {message}") from error
 
     def _nodes(self) -> dict[str, dict[str, Any]]:
         return self._call(lambda: dict(self.pyslurm.node().get()))

@@ -19,7 +19,7 @@ reservations, and sbatch/scancel keep the semantics the bridge relies on. ``job_
 of ``job/{id}``, but for array tasks (``12_3``: 22.05 reads the whole array), left to the commands.
 
 Failures: no answer (refused, no socket, timeout, HTTP 502-504) is "unreachable"; HTTP 401/403 is
-"other", naming the token; ``errors`` arrays are classified by :func:`.parse.classify_error`.
+"other", naming the token; ``errors`` arrays are classified by :func:`.answers.classify_error`.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from requests_unixsocket.adapters import UnixAdapter
 
 from coorm_bridge.adapters.base import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, ErrorKind, Hardware
-from coorm_bridge.adapters.slurm import parse
+from coorm_bridge.adapters.slurm import answers, parse
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.hardware import hardware_of
 from coorm_bridge.adapters.slurm.settings import RestSettings
@@ -210,7 +210,7 @@ class RestBackend(Backend[SlurmBinding]):
         message = message or answer.text[:200].strip() or answer.reason or "no message"
         if not self._unix and "Unspecified error" in message:
             message += f" (also 22.05's answer to a bad or expired JWT: {self._credentials()})"
-        kind = "unreachable" if status in _NO_ANSWER else parse.classify_error(message)
+        kind = "unreachable" if status in _NO_ANSWER else answers.classify_error(message)
         raise BatchFailure(kind, f"{where}: HTTP {status}: {message}")
 
     def _document(self, path: str, missing: ErrorKind | None = None) -> dict[str, Any] | None:
@@ -218,7 +218,7 @@ class RestBackend(Backend[SlurmBinding]):
         try:
             document = _checked(path, lambda: json.loads(self._get(path)))
             if message := _errors(document):
-                raise BatchFailure(parse.classify_error(message), f"slurmrestd {path}: {message}")
+                raise BatchFailure(answers.classify_error(message), f"slurmrestd {path}: {message}")
         except BatchFailure as failure:
             if failure.kind != missing:
                 raise
@@ -288,7 +288,7 @@ def _checked(what: str, parsing: Callable[[], T]) -> T:
         return parsing()
     except ValueError as error:
         message = f"slurmrestd {what}: {error}"
-        raise BatchFailure(parse.classify_error(str(error)), message) from error
+        raise BatchFailure(answers.classify_error(str(error)), message) from error
 
 
 def _token_user(token: str) -> str | None:

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from coorm_bridge.adapters.base import AdapterError, JobSpec, Unavailable
 from coorm_bridge.adapters.batch.runner import Completed, LocalRunner, Runner, SshRunner, SshTarget
-from coorm_bridge.adapters.slurm import commands, parse
+from coorm_bridge.adapters.slurm import answers, commands
 from coorm_bridge.adapters.slurm.commands import Target
 from coorm_bridge.core.model import describe
 from coorm_bridge.launchers.deploy.base import (
@@ -83,20 +83,20 @@ class SlurmDeployer(Deployer):
         if not done.ok:
             raise DeployError(f"{self.cluster}: sbatch refused the job: {_said(done)}")
         try:
-            return parse.parse_job_id(done.stdout)
+            return answers.parse_job_id(done.stdout)
         except ValueError as error:
             raise DeployError(f"{self.cluster}: {error}") from error
 
     def status(self, job: str) -> JobStatus:
         done = self._run(commands.show_job(self.target, job))
         if not done.ok:
-            if parse.classify_error(done.stderr) == "no_such_job":
+            if answers.classify_error(done.stderr) == "no_such_job":
                 return JobStatus(
                     "unknown", None, f"Slurm no longer knows job {job} (past MinJobAge)"
                 )
             raise DeployError(f"{self.cluster}: scontrol show job {job}: {_said(done)}")
         try:
-            record = parse.parse_job(done.stdout)
+            record = answers.parse_job(done.stdout)
         except ValueError as error:
             raise DeployError(f"{self.cluster}: {error}") from error
         return JobStatus(record.state.value, record.exit_code)
@@ -109,7 +109,7 @@ class SlurmDeployer(Deployer):
     def address(self, host: str) -> str:
         """The node's ``NodeAddr`` (its name when Slurm does not say)."""
         done = self._run(commands.show_node(self.target, host))
-        return (parse.node_address(done.stdout) if done.ok else None) or host
+        return (answers.node_address(done.stdout) if done.ok else None) or host
 
     def close(self) -> None:
         self.runner.close()

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
-from coorm_bridge.adapters.slurm import parse
+from coorm_bridge.adapters.slurm import answers, parse
 from coorm_bridge.core.model import MAX_DURATION
 
 DATA = Path(__file__).parent.parent / "data" / "slurm"
@@ -444,7 +444,7 @@ def test_every_recorded_error_is_classified() -> None:
             continue
         found = re.search(r":\s{2,}(\S.*)$", line)
         messages.append(found.group(1) if found else line.strip())
-    assert [parse.classify_error(m) for m in messages] == expected
+    assert [answers.classify_error(m) for m in messages] == expected
 
 
 @pytest.mark.parametrize(
@@ -465,17 +465,17 @@ def test_every_recorded_error_is_classified() -> None:
     ],
 )  # fmt: skip
 def test_classify_error(message: str, kind: str) -> None:
-    assert parse.classify_error(message) == kind
+    assert answers.classify_error(message) == kind
 
 
 def test_one_line_answers() -> None:
-    assert parse.parse_created_name("Reservation created: big\n") == "big"
-    assert parse.parse_created_name("") is None
-    assert parse.parse_job_id("1234\n") == "1234"
-    assert parse.parse_job_id("45;coorm\n") == "45"
-    assert parse.parse_job_id("sbatch: warning: x\n46\n") == "46"
+    assert answers.parse_created_name("Reservation created: big\n") == "big"
+    assert answers.parse_created_name("") is None
+    assert answers.parse_job_id("1234\n") == "1234"
+    assert answers.parse_job_id("45;coorm\n") == "45"
+    assert answers.parse_job_id("sbatch: warning: x\n46\n") == "46"
     with pytest.raises(ValueError, match="no job id"):
-        parse.parse_job_id("Submitted batch job 12")
+        answers.parse_job_id("Submitted batch job 12")
 
 
 JOB_LINE = (
@@ -499,16 +499,16 @@ JOB_LINE = (
 )
 def test_parse_job(state: str, exit: str, expected: tuple[JobState, int | None]) -> None:
     line = JOB_LINE.format(state=state, exit=exit, start="2026-11-21T09:13:07")
-    record = parse.parse_job(f"CLUSTER: c1\n{line}\n")
+    record = answers.parse_job(f"CLUSTER: c1\n{line}\n")
     assert (record.state, record.exit_code) == expected
     assert record.start == utc(2026, 11, 21, 9, 13, 7)
 
 
 def test_parse_job_pending_and_garbage() -> None:
     line = JOB_LINE.format(state="PENDING", exit="0:0", start="Unknown")
-    assert parse.parse_job(line) == (JobState.PENDING, None, None)
+    assert answers.parse_job(line) == (JobState.PENDING, None, None)
     with pytest.raises(ValueError, match="no job"):
-        parse.parse_job("slurm_load_jobs error: Invalid job id specified")
+        answers.parse_job("slurm_load_jobs error: Invalid job id specified")
 
 
 def test_node_address() -> None:
@@ -516,7 +516,7 @@ def test_node_address() -> None:
         "NodeName=alpha01 Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 CPUTot=2 "
         "NodeAddr=localhost NodeHostName=localhost Port=7901 Version=22.05.8 OS=Linux"
     )
-    assert parse.node_address(line + "\n") == "localhost"
-    assert parse.node_address(line.replace("localhost", "10.0.0.7", 1)) == "10.0.0.7"
-    assert parse.node_address("Node alpha99 not found") is None
-    assert parse.node_address(line.replace("NodeAddr=localhost", "NodeAddr=a;b")) is None
+    assert answers.node_address(line + "\n") == "localhost"
+    assert answers.node_address(line.replace("localhost", "10.0.0.7", 1)) == "10.0.0.7"
+    assert answers.node_address("Node alpha99 not found") is None
+    assert answers.node_address(line.replace("NodeAddr=localhost", "NodeAddr=a;b")) is None

@@ -13,7 +13,7 @@ import pytest
 
 from coorm_bridge.adapters.base import JobSpec, JobState, NodeState, ReservationSpec
 from coorm_bridge.adapters.batch.runner import Completed, LocalRunner
-from coorm_bridge.adapters.slurm import parse
+from coorm_bridge.adapters.slurm import answers, parse
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
@@ -62,7 +62,7 @@ def sleeper(hosts: int, walltime: int) -> JobSpec:
 
 def sbatch(slurm, *options: str) -> str:
     done = slurm.run("sbatch", "--parsable", "--chdir=/tmp", *options, "--wrap=sleep 600")
-    return parse.parse_job_id(done.stdout)
+    return answers.parse_job_id(done.stdout)
 
 
 def wait(predicate, timeout: float = 60):
