@@ -25,6 +25,7 @@ from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.loop import Loop
 from coorm_bridge.store import Store
+from coorm_bridge.store.rows import PlaceholderRow, PlaceholderStatus
 
 pytestmark = pytest.mark.slurm
 
@@ -100,6 +101,11 @@ def wait(predicate, timeout=60.0, step=0.25):
     raise AssertionError("condition not met in time")
 
 
+def _held(row: PlaceholderRow | None) -> PlaceholderRow | None:
+    """The row once Slurm has confirmed it (a REQUESTED row is written before ``scontrol``)."""
+    return row if row is not None and row.status is PlaceholderStatus.HELD else None
+
+
 @pytest.fixture
 def site(slurm_partitions, tmp_path):
     site = Site(slurm_partitions, tmp_path)
@@ -118,7 +124,7 @@ def test_a_placeholder_is_held_behind_a_running_job_at_its_end_and_kept_until_it
     sid = site.bridge.subscribe(USER, Filter(clusters=("alpha",)), "behind").session
     asked = time.monotonic()
     site.bridge.put_request(USER, sid, {"alpha": 4}, 120)
-    held = wait(lambda: site.store.placeholder(sid, "alpha"), timeout=10)
+    held = wait(lambda: _held(site.store.placeholder(sid, "alpha")), timeout=10)
     latency = time.monotonic() - asked
     print(f"request to placeholder: {latency:.2f} s")
     assert held.start == end
