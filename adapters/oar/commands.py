@@ -1,0 +1,197 @@
+"""Argument vectors for OAR's commands and the REST API's job bodies, and what their answers say.
+
+Every builder returns a tuple of arguments, never a shell string. Names that reach OAR's SQL
+property expressions (cluster values, host names, properties) are checked with the data model's
+:data:`~coorm_bridge.core.model.NAME_PATTERN` (letters, digits, ``-``, ``_``, ``.``: no quote
+can close the expression), users with :data:`~coorm_bridge.core.model.USER_NAME_PATTERN`.
+
+Times: OAR reads reservation dates in the local time of the process that parses them. The
+commands run with :data:`ENV` (``TZ=UTC``) and dates are written as UTC; the REST API's server
+has its own zone, given in the settings.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Final
+from zoneinfo import ZoneInfo
+
+from coorm_bridge.adapters.base import JobSpec, ReservationSpec
+from coorm_bridge.adapters.batch.backend import BatchFailure, ErrorKind
+from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.adapters.slurm.commands import check_name, check_user
+
+#: The environment every command runs with (see the module's docstring).
+ENV: Final[dict[str, str]] = {"TZ": "UTC"}
+DATE_FORMAT: Final = "%Y-%m-%d %H:%M:%S"
+#: Placeholders are containers (users' jobs go inside with ``-t inner=ID``) that run nothing.
+PLACEHOLDER_TYPES: Final = ("container", "noop")
+#: Where oarsub records the launching directory of a placeholder (it runs nothing there).
+LAUNCHING_DIRECTORY: Final = "/tmp"  # noqa: S108 - nothing is written there
+
+JOB_ID: Final = re.compile(r"^[0-9]{1,18}$")
+_CREATED = re.compile(r"^OAR_JOB_ID=([0-9]{1,18})\s*$", re.MULTILINE)
+_COULD_RUN = re.compile(r"This reservation could run at ([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8})")
+
+
+def check_job_id(value: str) -> str:
+    if not isinstance(value, str) or not JOB_ID.fullmatch(value):
+        raise ValueError(f"invalid OAR job id {value!r}: digits")
+    return value
+
+
+def format_date(timestamp: int, zone: str = "UTC") -> str:
+    """Unix seconds as OAR reads a date in ``zone``: ``2026-11-21 09:13:07``."""
+    if isinstance(timestamp, bool) or not isinstance(timestamp, int) or timestamp < 0:
+        raise ValueError(f"invalid time {timestamp!r}: whole Unix seconds >= 0")
+    return datetime.fromtimestamp(timestamp, ZoneInfo(zone)).strftime(DATE_FORMAT)
+
+
+def parse_date(text: str, zone: str = "UTC") -> int:
+    """A date OAR printed in ``zone`` as Unix seconds."""
+    naive = datetime.strptime(text, DATE_FORMAT)
+    return int(naive.replace(tzinfo=ZoneInfo(zone)).astimezone(UTC).timestamp())
+
+
+def walltime(seconds: int) -> str:
+    """OAR's ``H:M:S`` (hours may exceed 24)."""
+    if seconds <= 0:
+        raise ValueError(f"invalid walltime {seconds!r}: at least one second")
+    hours, rest = divmod(seconds, 3600)
+    return f"{hours}:{rest // 60:02d}:{rest % 60:02d}"
+
+
+def selection(binding: OarBinding, hosts: Sequence[str] = ()) -> str:
+    """The SQL property expression of a cluster's resources (and of some of its hosts)."""
+    prop = check_name(binding.property, "property")
+    expression = f"{prop}='{check_name(binding.value, 'cluster value')}'"
+    if hosts:
+        host_property = check_name(binding.host_property, "host property")
+        named = ",".join(f"'{check_name(h, 'host name')}'" for h in sorted(set(hosts)))
+        expression += f" AND {host_property} IN ({named})"
+    return expression
+
+
+def resources(binding: OarBinding, hosts: int, seconds: int) -> str:
+    """``-l``: so many hosts (all of each one's resources) for so long."""
+    host_property = check_name(binding.host_property, "host property")
+    if hosts <= 0:
+        raise ValueError(f"invalid host count {hosts!r}")
+    return f"/{host_property}={hosts},walltime={walltime(seconds)}"
+
+
+def as_user(user: str | None) -> tuple[str, ...]:
+    """The prefix that runs a command as ``user`` (the bridge's own identity: none). OAR's
+    commands act as the Unix user who runs them; ``runuser`` needs root."""
+    return () if user is None else ("runuser", "-u", check_user(user), "--")
+
+
+def create_reservation(
+    binding: OarBinding, spec: ReservationSpec, user: str | None
+) -> tuple[str, ...]:
+    """``oarsub -r`` a container on ``spec``'s hosts of one cluster, named ``spec.name``."""
+    types = [arg for kind in PLACEHOLDER_TYPES for arg in ("-t", kind)]
+    return (
+        *as_user(user),
+        "oarsub",
+        "-r",
+        format_date(spec.start),
+        *types,
+        "-n",
+        check_name(spec.name, "reservation name"),
+        "-d",
+        LAUNCHING_DIRECTORY,
+        "-p",
+        selection(binding, spec.host_names),
+        "-l",
+        resources(binding, spec.size, spec.end - spec.start),
+    )
+
+
+def delete_job(job_id: str, user: str | None) -> tuple[str, ...]:
+    return (*as_user(user), "oardel", check_job_id(job_id))
+
+
+def submit_inner(
+    binding: OarBinding, job: JobSpec, container: str, user: str | None
+) -> tuple[str, ...]:
+    """``oarsub -t inner=ID`` a job into a container, on its cluster, as ``user``. The command
+    is one argument vector, which oarsub hands to the user's shell on the first node: every
+    word is quoted there (:func:`shlex.join`)."""
+    environment = [f"{k}={v}" for k, v in job.environment.items()]
+    command = shlex.join(["env", *environment, *job.argv]) if environment else shlex.join(job.argv)
+    return (
+        *as_user(user),
+        "oarsub",
+        "-t",
+        f"inner={check_job_id(container)}",
+        "-n",
+        check_name(job.name, "job name"),
+        "-d",
+        job.workdir or LAUNCHING_DIRECTORY,
+        "-p",
+        selection(binding),
+        "-l",
+        resources(binding, job.hosts, job.walltime),
+        command,
+    )
+
+
+def gantt(start: int, end: int) -> tuple[str, ...]:
+    """Every job and reservation placed between two dates (OAR's cheapest full view)."""
+    return ("oarstat", "-J", "--gantt", f"{format_date(start)}, {format_date(end)}")
+
+
+def nodes() -> tuple[str, ...]:
+    return ("oarnodes", "-J")
+
+
+def show_job(job_id: str) -> tuple[str, ...]:
+    return ("oarstat", "-J", "-f", "-j", check_job_id(job_id))
+
+
+def current_jobs() -> tuple[str, ...]:
+    """Every job not finished, with its name and type (for a placeholder by name)."""
+    return ("oarstat", "-J")
+
+
+# -- answers -----------------------------------------------------------------------------------
+
+
+def created_job_id(output: str) -> str:
+    """The job id oarsub printed (``OAR_JOB_ID=14``); ValueError when it printed none."""
+    found = _CREATED.findall(output)
+    if not found:
+        raise ValueError(f"oarsub printed no OAR_JOB_ID: {output.strip()[-300:]!r}")
+    return str(found[-1])
+
+
+def refusal(status: int, output: str, zone: str = "UTC") -> BatchFailure:
+    """What a failed oarsub or oardel said, as a :class:`BatchFailure` of the right kind.
+
+    ``Reservation not valid --> KO (This reservation could run at …)`` is a conflict (exit 10)
+    carrying OAR's suggestion; the rest is sorted by what OAR printed.
+    """
+    text = output.strip()
+    last = text[-600:] or f"exit status {status}"
+    kind: ErrorKind = "other"
+    hint: int | None = None
+    if "Reservation not valid" in text:
+        kind = "overlap"
+        match = _COULD_RUN.search(text)
+        if match:
+            hint = parse_date(match.group(1), zone)
+    elif (
+        "unlimited" in text.lower() or ("reservations" in text.lower() and "maximum" in text.lower())
+    ):
+        kind = "in_use"
+    elif ("root" in text and "not allowed" in text.lower()) or "user oar" in text.lower():
+        kind = "no_rights"
+    elif "does not exist" in text.lower() or "unknown job" in text.lower():
+        kind = "no_such_job"
+    elif "no such user" in text.lower() or "user does not exist" in text.lower():
+        kind = "invalid_user"
+    return BatchFailure(kind, last, retry_after=hint)
