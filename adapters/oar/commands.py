@@ -21,8 +21,8 @@ from zoneinfo import ZoneInfo
 
 from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure, ErrorKind
+from coorm_bridge.adapters.batch.names import check_name, check_user
 from coorm_bridge.adapters.oar.binding import OarBinding
-from coorm_bridge.adapters.slurm.commands import check_name, check_user
 
 #: The environment every command runs with (see the module's docstring).
 ENV: Final[dict[str, str]] = {"TZ": "UTC"}
@@ -115,14 +115,20 @@ def delete_job(job_id: str, user: str | None) -> tuple[str, ...]:
     return (*as_user(user), "oardel", check_job_id(job_id))
 
 
+def shell_command(job: JobSpec) -> str:
+    """A job's argument vector and environment as the one command line oarsub takes (it runs
+    it with the user's shell on the first host): every word quoted."""
+    environment = [f"{k}={v}" for k, v in job.environment.items()]
+    return shlex.join(["env", *environment, *job.argv]) if environment else shlex.join(job.argv)
+
+
 def submit_inner(
     binding: OarBinding, job: JobSpec, container: str, user: str | None
 ) -> tuple[str, ...]:
     """``oarsub -t inner=ID`` a job into a container, on its cluster, as ``user``. The command
     is one argument vector, which oarsub hands to the user's shell on the first node: every
     word is quoted there (:func:`shlex.join`)."""
-    environment = [f"{k}={v}" for k, v in job.environment.items()]
-    command = shlex.join(["env", *environment, *job.argv]) if environment else shlex.join(job.argv)
+    command = shell_command(job)
     return (
         *as_user(user),
         "oarsub",
@@ -138,6 +144,12 @@ def submit_inner(
         resources(binding, job.hosts, job.walltime),
         command,
     )
+
+
+def change_walltime(job_id: str, seconds: int, user: str | None) -> tuple[str, ...]:
+    """``oarwalltime ID +H:M:S`` (or ``-``): ask OAR to change a running job's walltime."""
+    sign = "+" if seconds >= 0 else "-"
+    return (*as_user(user), "oarwalltime", check_job_id(job_id), f"{sign}{walltime(abs(seconds))}")
 
 
 def gantt(start: int, end: int) -> tuple[str, ...]:
@@ -184,8 +196,8 @@ def refusal(status: int, output: str, zone: str = "UTC") -> BatchFailure:
         match = _COULD_RUN.search(text)
         if match:
             hint = parse_date(match.group(1), zone)
-    elif (
-        "unlimited" in text.lower() or ("reservations" in text.lower() and "maximum" in text.lower())
+    elif "unlimited" in text.lower() or (
+        "reservations" in text.lower() and "maximum" in text.lower()
     ):
         kind = "in_use"
     elif ("root" in text and "not allowed" in text.lower()) or "user oar" in text.lower():

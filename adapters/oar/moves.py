@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from coorm_bridge.adapters.base import ReservationSpec
@@ -44,7 +44,7 @@ class Writes(Protocol):
         """The live containers named ``name`` on the cluster, oldest first."""
         ...
 
-    def owner(self, users: tuple[str, ...]) -> str: ...
+    def owner(self, users: Sequence[str]) -> str: ...
 
     def submit_reservation(self, binding: OarBinding, spec: ReservationSpec) -> str: ...
 

@@ -9,17 +9,20 @@ from coorm_bridge.adapters.batch.runner import make_runner
 from coorm_bridge.adapters.oar.adapter import OarAdapter
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
+from coorm_bridge.adapters.oar.rest_backend import OarRestBackend
 from coorm_bridge.adapters.oar.settings import OarSettings
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin
 
 
 def make_backend(settings: OarSettings) -> Backend[OarBinding]:
     if settings.backend == "rest":
-        from coorm_bridge.adapters.oar.rest_backend import OarRestBackend
-
         assert settings.rest is not None  # the settings refuse rest without its table
-        return OarRestBackend(settings.rest, submit_as=settings.submit_as, timeout=settings.timeout,
-                              horizon=settings.horizon_days * 86400)
+        return OarRestBackend(
+            settings.rest,
+            submit_as=settings.submit_as,
+            timeout=settings.timeout,
+            horizon=settings.horizon_days * 86400,
+        )
     identity = getpass.getuser()
     if settings.ssh is not None and settings.ssh.user is not None:
         identity = settings.ssh.user
