@@ -181,29 +181,41 @@ def created_job_id(output: str) -> str:
     return str(found[-1])
 
 
+#: What OAR 2.5.9 prints, to the kind of failure it is (the first that matches wins).
+_SAID: tuple[tuple[str, ErrorKind, str], ...] = (
+    ("Reservation not valid", "overlap", ""),
+    (
+        "root and oar users are not allowed to submit",
+        "no_rights",
+        "; OAR lets no job be submitted as root or oar: set submit_as to another account, or "
+        "let the bridge act as each owner (REST API behind a trusted proxy, or runuser)",
+    ),
+    (
+        "waiting advance reservations",
+        "no_rights",
+        "; list the placeholders' owners (or the submit_as account) in OAR's "
+        "unlimited_reservation.users (admission rule 12 caps everyone else at 2 waiting "
+        "reservations)",
+    ),
+    ("invalid container id", "no_such_reservation", ""),
+    ("You are not the right user", "no_such_job", ""),
+    ("Unknown user", "invalid_user", ""),
+)
+
+
 def refusal(status: int, output: str, zone: str = "UTC") -> BatchFailure:
     """What a failed oarsub or oardel said, as a :class:`BatchFailure` of the right kind.
 
-    ``Reservation not valid --> KO (This reservation could run at …)`` is a conflict (exit 10)
-    carrying OAR's suggestion; the rest is sorted by what OAR printed.
+    ``Reservation not valid --> KO (This reservation could run at …)`` (exit 10) is a conflict
+    carrying OAR's suggestion, in ``zone``; admission rules (exit 254) are the bridge's lack of
+    rights, said with the setting an admin should change; ``oardel`` says "not the right user"
+    of a job it does not know (exit 1).
     """
     text = output.strip()
-    last = text[-600:] or f"exit status {status}"
-    kind: ErrorKind = "other"
-    hint: int | None = None
-    if "Reservation not valid" in text:
-        kind = "overlap"
-        match = _COULD_RUN.search(text)
-        if match:
-            hint = parse_date(match.group(1), zone)
-    elif "unlimited" in text.lower() or (
-        "reservations" in text.lower() and "maximum" in text.lower()
-    ):
-        kind = "in_use"
-    elif ("root" in text and "not allowed" in text.lower()) or "user oar" in text.lower():
-        kind = "no_rights"
-    elif "does not exist" in text.lower() or "unknown job" in text.lower():
-        kind = "no_such_job"
-    elif "no such user" in text.lower() or "user does not exist" in text.lower():
-        kind = "invalid_user"
-    return BatchFailure(kind, last, retry_after=hint)
+    said = text[-600:] or f"exit status {status}"
+    for words, kind, remedy in _SAID:
+        if words in text:
+            match = _COULD_RUN.search(text) if kind == "overlap" else None
+            hint = parse_date(match.group(1), zone) if match else None
+            return BatchFailure(kind, said + remedy, retry_after=hint)
+    return BatchFailure("other", said)
