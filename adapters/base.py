@@ -309,5 +309,12 @@ class Adapter(ABC):
         """
         return int(time.time())
 
+    def speedup(self) -> float | None:
+        """Seconds of :meth:`now` per second of the host's clock: 1.0 for batch systems, which
+        run on it (the default); a simulated platform's speed-up on an accelerated clock; None
+        on a virtual clock, which moves only when told. Batch systems that share one bridge
+        (``kind = "mixed"``) must all run at 1.0, on the host's time."""
+        return 1.0
+
     def close(self) -> None:  # noqa: B027 - optional hook, most adapters hold nothing
         """Release connections; the default holds none."""

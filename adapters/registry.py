@@ -43,6 +43,13 @@ class AdapterSettings(Frozen):
         with its key rather than found later as a batch system that does not answer."""
         return []
 
+    def clock_problems(self) -> list[str]:
+        """``key: why`` for what would keep the adapter's :meth:`~.Adapter.now` off the host's
+        clock (a simulated platform's speed-up); real batch systems have none. A bridge over
+        several batch systems (``kind = "mixed"``) needs one time for all of them, and asks
+        before building anything: a simulated clock that has run ahead is kept in its state."""
+        return []
+
 
 S = TypeVar("S", bound=AdapterSettings)
 
@@ -156,7 +163,13 @@ def _error(loc: tuple[str, ...], value: Any, kind: str, message: str) -> Validat
 
 def _located(issue: ErrorDetails, kind: str) -> InitErrorDetails:
     """One of the plugin model's errors, its location under the kind."""
-    loc = (kind, *issue["loc"])
+    return relocated(issue, (kind, *issue["loc"]))
+
+
+def relocated(issue: ErrorDetails, loc: tuple[str | int, ...]) -> InitErrorDetails:
+    """``issue`` (an error of a validation) at ``loc`` instead, message and context kept: for
+    settings that validate tables of their own with :func:`read_settings` and say where they
+    are in the file."""
     if issue["type"] not in _ERROR_TYPES:  # a plug-in's own error type: keep its message
         custom = PydanticCustomError(issue["type"], issue["msg"])
         return InitErrorDetails(type=custom, loc=loc, input=issue["input"])

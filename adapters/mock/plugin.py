@@ -37,6 +37,13 @@ class MockSettings(AdapterSettings):
     daemon's account on this host: unset, only its own user's and never as root; true,
     everyone's, even as root; false, none (see :mod:`.frontend`)."""
 
+    def clock_problems(self) -> list[str]:
+        """A speed-up other than 1 runs the platform's time away from the host's."""
+        if self.speedup == 1:
+            return []
+        times = f"{self.speedup:g}"
+        return [f"speedup: {times} runs the platform's time {times} times as fast as the host's"]
+
 
 #: The front end's job folders, in the state folder.
 JOBS_FOLDER = "jobs"

@@ -59,7 +59,7 @@ class JobDesk:
                     f"only {row.owner}, the owner of session {session_id}, submits jobs into it"
                 )
             front = self.adapter.front_end()
-            if front is None:
+            if front is None or self._submission_kind(body.cluster) in TOOLS:
                 raise Conflict(self._takes_jobs_itself(session_id, body.cluster))
             if row.state is not AppState.STARTED:
                 raise Conflict(
@@ -130,9 +130,14 @@ class JobDesk:
         self.wake()
         return info_of(job)
 
-    def _takes_jobs_itself(self, session_id: str, cluster: str) -> str:
+    def _submission_kind(self, cluster: str) -> str | None:
+        """Who takes jobs on ``cluster`` (``ClusterInfo.submission``): on a mixed site the
+        bridge's front end serves the simulated platform's clusters, not the batch systems'."""
         info = next((c for c in self.infos() if c.name == cluster), None)
-        kind = None if info is None or info.submission is None else info.submission.kind
+        return None if info is None or info.submission is None else info.submission.kind
+
+    def _takes_jobs_itself(self, session_id: str, cluster: str) -> str:
+        kind = self._submission_kind(cluster)
         if kind == "mock":
             return "this simulated platform has no front end (no state folder): it runs no jobs"
         how = f"with {TOOLS[kind]} (kind {kind})" if kind in TOOLS else "with its own commands"
