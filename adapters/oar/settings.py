@@ -71,6 +71,11 @@ class OarSettings(BatchSettings):
     rest: OarRest | None = None
     timeout: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 60.0
     """Seconds a command or request may take before the server counts as not answering."""
+    reservation_lead: Annotated[int, Field(ge=0, le=3600, strict=True)] = 15
+    """Seconds ahead of now the bridge asks a placeholder to start: OAR validates a
+    reservation at its next scheduler pass and moves one asked to start earlier to then. Raise
+    it where ``SCHEDULER_MIN_TIME_BETWEEN_2_CALLS`` is left at its default (passes up to 11 s
+    apart)."""
     horizon_days: Annotated[int, Field(ge=1, le=3650, strict=True)] = 30
     """How far ahead the Gantt is read (``oarstat --gantt``)."""
 
