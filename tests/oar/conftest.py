@@ -21,7 +21,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import shlex
 import shutil
 import subprocess
 import tempfile
@@ -76,15 +75,6 @@ def _check_prerequisites() -> None:
         _unavailable("the local OAR of tests/oar/oar-local.sh must run as root")
 
 
-def _read_env(path: Path) -> dict[str, str]:
-    env: dict[str, str] = {}
-    for line in path.read_text().splitlines():
-        if line.startswith("export "):
-            key, _, value = line.removeprefix("export ").partition("=")
-            env[key] = shlex.split(value)[0] if value else ""
-    return env
-
-
 def _script(
     command: str, knobs: dict[str, str], timeout: float
 ) -> subprocess.CompletedProcess[str]:
@@ -96,25 +86,6 @@ def _script(
         text=True,
         timeout=timeout,
         check=False,
-    )
-
-
-def _instance(env_file: Path, *, started_here: bool, lock: IO[str] | None) -> OarInstance:
-    env = _read_env(env_file)
-    clusters = env["COORM_OAR_CLUSTERS"].split()
-    return OarInstance(
-        base=Path(env["COORM_OAR_BASE"]),
-        env=env,
-        api_url=env["COORM_OAR_API_URL"],
-        users=env["COORM_OAR_USERS"].split(),
-        limited_users=env["COORM_OAR_LIMITED_USERS"].split(),
-        clusters=clusters,
-        nodes={c: env[f"COORM_OAR_NODES_{c}"].split() for c in clusters},
-        cores=int(env["COORM_OAR_CORES"]),
-        log=Path(env["COORM_OAR_LOG"]),
-        pgport=int(env["COORM_OAR_PGPORT"]),
-        started_here=started_here,
-        _lock=lock,
     )
 
 
@@ -143,7 +114,7 @@ def _up(lock: IO[str]) -> OarInstance:
         settings = {"BASE": str(base), "PGPORT": str(pgport), "OARAPI_PORT": str(api_port)}
         proc = _script("up", settings, UP_TIMEOUT)
         if proc.returncode == 0:
-            return _instance(base / "env.sh", started_here=True, lock=lock)
+            return OarInstance.from_env(base / "env.sh", lock=lock)
         _script("down", {"BASE": str(base)}, DOWN_TIMEOUT)
         shutil.rmtree(base, ignore_errors=True)
         if proc.returncode == EXIT_PORTS_BUSY:
@@ -170,7 +141,7 @@ def _up(lock: IO[str]) -> OarInstance:
 def _oar() -> Iterator[OarInstance]:
     reuse = os.environ.get("COORM_OAR_ENV")
     if reuse:
-        yield _instance(Path(reuse), started_here=False, lock=None)
+        yield OarInstance.from_env(Path(reuse), started_here=False)
         return
     _check_prerequisites()
     lock = _session_lock()

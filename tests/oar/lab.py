@@ -45,6 +45,16 @@ def oar_date(moment: datetime) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def read_env(path: Path) -> dict[str, str]:
+    """The variables that an env.sh (export NAME=VALUE lines) sets."""
+    env: dict[str, str] = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("export "):
+            key, _, value = line.removeprefix("export ").partition("=")
+            env[key] = shlex.split(value)[0] if value else ""
+    return env
+
+
 @dataclass
 class Submission:
     """What oarsub answered."""
@@ -76,6 +86,28 @@ class OarInstance:
     pgport: int
     started_here: bool = True  # False with COORM_OAR_ENV: not ours to stop
     _lock: IO[str] | None = field(default=None, repr=False)
+
+    @classmethod
+    def from_env(
+        cls, env_file: Path, *, started_here: bool = True, lock: IO[str] | None = None
+    ) -> OarInstance:
+        """The instance that an env.sh written by oar-local.sh up describes."""
+        env = read_env(env_file)
+        clusters = env["COORM_OAR_CLUSTERS"].split()
+        return cls(
+            base=Path(env["COORM_OAR_BASE"]),
+            env=env,
+            api_url=env["COORM_OAR_API_URL"],
+            users=env["COORM_OAR_USERS"].split(),
+            limited_users=env["COORM_OAR_LIMITED_USERS"].split(),
+            clusters=clusters,
+            nodes={c: env[f"COORM_OAR_NODES_{c}"].split() for c in clusters},
+            cores=int(env["COORM_OAR_CORES"]),
+            log=Path(env["COORM_OAR_LOG"]),
+            pgport=int(env["COORM_OAR_PGPORT"]),
+            started_here=started_here,
+            _lock=lock,
+        )
 
     def workdir(self, user: str) -> Path:
         """The user's directory under BASE: oarsub runs there and job outputs land there."""

@@ -76,7 +76,7 @@ NODE_SSH_PORT=6667                  # OAR's sshd (/etc/oar/sshd_config; OPENSSH_
 SETTINGS_TAG='coorm-bridge tests/oar/oar-local.sh'
 
 log() { printf '[oar-local %(%H:%M:%S)T] %s\n' -1 "$*" >&2; }
-die() { log "FATAL: $*"; exit "${2:-1}"; }
+die() { log "FATAL: $1"; exit "${2:-1}"; }
 
 oar_home() { getent passwd oar | cut -d: -f6; }
 

@@ -1,27 +1,37 @@
 """Smoke tests of the local OAR (tests/oar/conftest.py, tests/oar/oar-local.sh): what the OAR
 adapter's integration tests will rely on, asserted against the real OAR 2.5.9.
 
-Each test prints what the commands answered (``pytest -s`` or ``-rA`` shows it)."""
+Each test prints what the commands answered (``pytest -s`` or ``-rA`` shows it). Options are
+written as one string split on spaces (``_a("-n x -l /host=1")``): an argument vector, no shell.
+"""
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 from collections import defaultdict
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.oar.lab import FINAL_STATES, OarInstance, Submission, oar_date
+from tests.oar.lab import FINAL_STATES, SBIN_PATH, OarInstance, Submission, oar_date
 
 pytestmark = pytest.mark.oar
 
+SCRIPT = Path(__file__).resolve().with_name("oar-local.sh")
 REFUSED = re.compile(
     r"^Reservation not valid --> KO \(This reservation could run at "
     r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\)$",
     re.MULTILINE,
 )
-# The keys of one job in `oarstat -J --gantt` (OAR 2.5.9)
+# The keys of one job in `oarstat -J --gantt` (OAR 2.5.9). OAR merges two queries: the
+# meta-scheduler's last plan (gantt_jobs_predictions_visu: running and waiting jobs, start =
+# prediction, stop = start + walltime) and, for jobs not in that plan, the jobs that ran in the
+# window (actual start and stop). A job without types has no "types" key in the first and
+# "types": [] in the second (Perl autovivification in oarstat).
 GANTT_JOB_KEYS = {
     "command",
     "job_id",
@@ -41,15 +51,21 @@ GANTT_JOB_KEYS = {
     "user",
     "walltime",
 }
+HOSTS_OF_THE_JOB = 'sort -u "$OAR_NODEFILE" | paste -sd" "'
+
+
+def _a(options: str) -> list[str]:
+    """Options without spaces inside, as an argument vector."""
+    return options.split()
 
 
 def _show(title: str, text: str) -> None:
     print(f"--- {title}\n{text.rstrip()}")
 
 
-def _shown(sub: Submission) -> Submission:
+def _shown(sub: Submission, user: str) -> Submission:
     _show(
-        f"{' '.join(sub.argv)} -> exit {sub.returncode}",
+        f"{' '.join(sub.argv)} (as {user}) -> exit {sub.returncode}",
         f"[stdout]\n{sub.stdout}[stderr]\n{sub.stderr}",
     )
     return sub
@@ -68,7 +84,7 @@ def _host_key(host: str) -> tuple[str, int]:
     return cluster, int(number)
 
 
-# ------------------------------------------------------------------ resources
+# ------------------------------------------------------------------ the instance
 def test_resources_alive_per_cluster_and_host(oar: OarInstance) -> None:
     oar.reset()
     resources = oar.resources()
@@ -93,23 +109,32 @@ def test_resources_alive_per_cluster_and_host(oar: OarInstance) -> None:
     assert len(cpus) == sum(len(n) for n in oar.nodes.values())
 
 
+def test_a_second_instance_is_refused(oar: OarInstance, tmp_path: Path) -> None:
+    """/etc/oar/oar.conf is machine-wide: `up` refuses (exit 5) while an instance runs."""
+    second = tmp_path / "second"
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "up"],
+        env={**os.environ, "PATH": SBIN_PATH, "BASE": str(second), "PGPORT": "45432"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    _show(f"second up -> exit {proc.returncode}", proc.stderr)
+    assert proc.returncode == 5
+    assert f"an OAR instance is up under BASE={oar.base}" in proc.stderr
+    assert not second.exists()
+    assert oar.resources()  # the first one still answers
+
+
 # ------------------------------------------------------------------ a batch job
 def test_batch_job_runs_on_emulated_nodes(oar: OarInstance) -> None:
     oar.reset()
     user = oar.users[0]
-    script = 'echo "hosts: $(sort -u "$OAR_NODEFILE" | paste -sd" ")"; echo "user: $(id -un)"'
-    sub = _shown(
-        oar.oarsub(
-            "-n",
-            "lab_batch",
-            "-p",
-            "cluster='beta'",
-            "-l",
-            "/host=2,walltime=0:05:00",
-            script,
-            user=user,
-        )
-    )
+    script = f'echo "hosts: $({HOSTS_OF_THE_JOB})"; echo "user: $(id -un)"'
+    submitted = datetime.now()
+    options = _a("-n lab_batch -p cluster='beta' -l /host=2,walltime=0:05:00")
+    sub = _shown(oar.oarsub(*options, script, user=user), user)
     assert sub.returncode == 0
     assert sub.stdout.splitlines()[-1] == f"OAR_JOB_ID={sub.job_id}"
     assert sub.job_id is not None
@@ -123,28 +148,21 @@ def test_batch_job_runs_on_emulated_nodes(oar: OarInstance) -> None:
     assert set(hosts) <= set(oar.nodes["beta"])
     assert output.splitlines() == [f"hosts: {' '.join(hosts)}", f"user: {user}"]
 
+    # The gantt covers the past too: a window over the job shows it, terminated (from the last
+    # plan until the next pass of the meta-scheduler, then from the jobs that ran).
+    past = oar.gantt(submitted - timedelta(seconds=1), datetime.now())["jobs"]
+    assert past[str(sub.job_id)]["state"] == "Terminated"
+    assert past[str(sub.job_id)].get("types", []) == []
+    assert set(past[str(sub.job_id)]["network_address"]) == set(hosts)
+
 
 # ------------------------------------------------------------------ advance reservations
 def test_reservation_accepted_and_conflicting_one_refused(oar: OarInstance) -> None:
     oar.reset()
+    alice, bob = oar.users[0], oar.users[1]
     start = datetime.now().replace(microsecond=0) + timedelta(hours=1)
-    ok = _shown(
-        oar.oarsub(
-            "-r",
-            oar_date(start),
-            "-t",
-            "container",
-            "-t",
-            "noop",
-            "-n",
-            "lab_resa",
-            "-p",
-            "cluster='alpha'",
-            "-l",
-            "/host=6,walltime=1:00:00",
-            user=oar.users[0],
-        )
-    )
+    options = _a("-t container -t noop -n lab_resa -p cluster='alpha' -l /host=6,walltime=1:00:00")
+    ok = _shown(oar.oarsub("-r", oar_date(start), *options, user=alice), alice)
     assert ok.returncode == 0
     assert ok.stdout.splitlines()[-2:] == [
         "Reservation mode: waiting validation...",
@@ -156,21 +174,9 @@ def test_reservation_accepted_and_conflicting_one_refused(oar: OarInstance) -> N
     assert resa["state"] == "Waiting"
     assert resa["scheduledStart"] == int(start.timestamp())
 
-    ko = _shown(
-        oar.oarsub(
-            "-r",
-            oar_date(start + timedelta(minutes=10)),
-            "-t",
-            "noop",
-            "-n",
-            "lab_conflict",
-            "-p",
-            "cluster='alpha'",
-            "-l",
-            "/host=4,walltime=0:30:00",
-            user=oar.users[1],
-        )
-    )
+    conflict = start + timedelta(minutes=10)
+    options = _a("-t noop -n lab_conflict -p cluster='alpha' -l /host=4,walltime=0:30:00")
+    ko = _shown(oar.oarsub("-r", oar_date(conflict), *options, user=bob), bob)
     assert ko.returncode == 10
     found = REFUSED.search(ko.stdout)
     assert found is not None, ko.stdout
@@ -182,39 +188,17 @@ def test_reservation_accepted_and_conflicting_one_refused(oar: OarInstance) -> N
     assert oar.wait_job(ko.job_id, FINAL_STATES, timeout=30)["state"] == "Error"
 
 
+# ------------------------------------------------------------------ containers, inner jobs
 def _running_container(oar: OarInstance, owner: str, hosts: int) -> tuple[int, set[str]]:
-    job_id = oar.submit(
-        "-r",
-        oar_date(datetime.now()),
-        "-t",
-        "container",
-        "-t",
-        "noop",
-        "-n",
-        "lab_container",
-        "-p",
-        "cluster='beta'",
-        "-l",
-        f"/host={hosts},walltime=0:10:00",
-        user=owner,
-    )
+    options = _a(f"-t container -t noop -n lab_container -p cluster='beta' -l /host={hosts}")
+    job_id = oar.submit("-r", oar_date(datetime.now()), *options, user=owner)
     container = oar.wait_job(job_id, {"Running"}, timeout=30)
     return job_id, _hosts(container)
 
 
 def _inner(oar: OarInstance, container: int, user: str, hosts: int, name: str) -> Submission:
-    return _shown(
-        oar.oarsub(
-            "-t",
-            f"inner={container}",
-            "-n",
-            name,
-            "-l",
-            f"/host={hosts},walltime=0:05:00",
-            'sort -u "$OAR_NODEFILE" | paste -sd" "',
-            user=user,
-        )
-    )
+    options = _a(f"-t inner={container} -n {name} -l /host={hosts},walltime=0:05:00")
+    return _shown(oar.oarsub(*options, HOSTS_OF_THE_JOB, user=user), user)
 
 
 def test_inner_job_of_the_container_owner_runs_inside(oar: OarInstance) -> None:
@@ -229,9 +213,8 @@ def test_inner_job_of_the_container_owner_runs_inside(oar: OarInstance) -> None:
     assert job["types"] == [f"inner={container}"]
     assert len(_hosts(job)) == 2
     assert _hosts(job) <= container_hosts
-    assert _output(oar, owner, "lab_inner", sub.job_id).split() == sorted(
-        _hosts(job), key=_host_key
-    )
+    output = _output(oar, owner, "lab_inner", sub.job_id)
+    assert output.split() == sorted(_hosts(job), key=_host_key)
     assert oar.job(container)["state"] == "Running"  # the container outlives its inner jobs
 
 
@@ -275,58 +258,40 @@ def test_inner_job_larger_than_its_container_waits_without_slot(oar: OarInstance
 # ------------------------------------------------------------------ refusals
 def test_admission_rule_refusals(oar: OarInstance) -> None:
     oar.reset()
-    root = oar.run("oarsub", "-l", "/host=1,walltime=0:05:00", "true")
+    root = oar.run("oarsub", *_a("-l /host=1,walltime=0:05:00 true"))
     _show(f"oarsub as root -> exit {root.returncode}", root.stdout + root.stderr)
     assert root.returncode == 254
     assert root.stdout == ""
-    assert root.stderr.startswith(
-        "[ADMISSION RULE] root and oar users are not allowed to submit jobs.\n"
-    )
+    assert root.stderr == "[ADMISSION RULE] root and oar users are not allowed to submit jobs.\n\n"
 
     bad = _inner(oar, 999999, oar.users[0], 1, "lab_bad_container")
     assert bad.returncode == 254
-    assert bad.stderr.startswith(
-        "[ADMISSION RULE] Error: inner job is requesting an invalid container id.\n"
+    assert bad.stdout == ""
+    assert bad.stderr == (
+        "[ADMISSION RULE] Error: inner job is requesting an invalid container id.\n\n"
     )
 
     limited = oar.limited_users[0]
     later = datetime.now().replace(microsecond=0) + timedelta(hours=3)
+    options = _a("-t noop -n lab_limit -l /host=1,walltime=0:10:00")
     answers = [
         _shown(
-            oar.oarsub(
-                "-r",
-                oar_date(later + timedelta(hours=i)),
-                "-t",
-                "noop",
-                "-n",
-                f"lab_limit{i}",
-                "-l",
-                "/host=1,walltime=0:10:00",
-                user=limited,
-            )
+            oar.oarsub("-r", oar_date(later + timedelta(hours=i)), *options, user=limited), limited
         )
         for i in range(3)
     ]
     assert [a.returncode for a in answers] == [0, 0, 254]
     assert "is granted the privilege" not in answers[0].stdout
     assert answers[2].stdout == ""
-    assert answers[2].stderr.startswith(
-        "[ADMISSION RULE] Error: you cannot have more than 2 waiting advance reservations.\n"
+    assert answers[2].stderr == (
+        "[ADMISSION RULE] Error: you cannot have more than 2 waiting advance reservations.\n\n"
     )
     # the users of unlimited_reservation.users are told so on every reservation
-    unlimited = _shown(
-        oar.oarsub(
-            "-r",
-            oar_date(later),
-            "-t",
-            "noop",
-            "-l",
-            "/host=1,walltime=0:10:00",
-            user=oar.users[0],
-        )
-    )
+    alice = oar.users[0]
+    unlimited = _shown(oar.oarsub("-r", oar_date(later), *options, user=alice), alice)
+    assert unlimited.returncode == 0
     assert unlimited.stdout.startswith(
-        f"[ADMISSION RULE] {oar.users[0]} is granted the privilege to do unlimited reservations\n"
+        f"[ADMISSION RULE] {alice} is granted the privilege to do unlimited reservations\n"
     )
 
 
@@ -334,44 +299,33 @@ def test_oardel_of_an_unknown_job(oar: OarInstance) -> None:
     proc = oar.run("oardel", "987654", user=oar.users[0])
     _show(f"oardel 987654 -> exit {proc.returncode}", proc.stdout + proc.stderr)
     assert proc.returncode == 1
-    assert proc.stdout.strip() == "Deleting the job = 987654 ...ERROR."
+    assert proc.stdout == "Deleting the job = 987654 ...ERROR.\n"
     # the same answer as for another user's job
-    assert proc.stderr.strip() == "Cannot frag 987654 ; You are not the right user."
+    assert proc.stderr == "Cannot frag 987654 ; You are not the right user.\n"
 
 
 # ------------------------------------------------------------------ REST API
 def test_rest_api_answers_with_remote_ident(oar: OarInstance) -> None:
     oar.reset()
-    user = oar.users[0]
+    alice, bob = oar.users[0], oar.users[1]
     status, version = oar.api("version.json")
     assert status == 200
     assert version["oar_version"].startswith("2.5.9")
-    job_id = oar.submit(
-        "-t",
-        "noop",
-        "-n",
-        "lab_api",
-        "-p",
-        "cluster='alpha'",
-        "-l",
-        "/host=1,walltime=0:10:00",
-        user=user,
-    )
-    oar.wait_job(job_id, {"Running"}, timeout=30)
-    status, details = oar.api("jobs/details.json", user=user)
+    options = _a("-t noop -n lab_api -p cluster='alpha' -l /host=1,walltime=0:10:00")
+    job_id = oar.submit(*options, user=alice)
+    host = oar.wait_job(job_id, {"Running"}, timeout=30)["assigned_network_address"]
+    status, details = oar.api("jobs/details.json", user=alice)
     assert status == 200
     mine = [j for j in details["items"] if j["id"] == job_id]
     assert len(mine) == 1
-    assert mine[0]["owner"] == user
-    assert mine[0]["state"] == "Running"
-    assert {r["network_address"] for r in mine[0]["nodes"]} == {
-        oar.job(job_id)["assigned_network_address"][0]
-    }
+    assert (mine[0]["owner"], mine[0]["state"]) == (alice, "Running")
+    assert [n["network_address"] for n in mine[0]["nodes"]] == host
 
     # submissions: X-Remote-Ident is required; refusals by an admission rule answer 500
     body = {"resource": "/host=1,walltime=00:10:00", "command": "true"}
     status, answer = oar.api("jobs.json", method="POST", body=body)
     assert status == 401
+    assert answer["message"] == "A suitable authentication must be done before posting jobs"
     status, answer = oar.api("jobs.json", user="root", method="POST", body=body)
     _show(f"POST /jobs as root -> {status}", str(answer))
     assert status == 500
@@ -379,10 +333,14 @@ def test_rest_api_answers_with_remote_ident(oar: OarInstance) -> None:
         "Oarsub command exited with status 254: "
         "[ADMISSION RULE] root and oar users are not allowed to submit jobs.\n"
     )
+    # the API keeps the first \w+ of the login: "coorm-x" would be "coorm", unknown here
+    status, answer = oar.api("jobs.json", user="coorm-nobody", method="POST", body=body)
+    assert status == 401
+    assert "Cannot get information regarding the target user" in answer["message"]
     # a reservation refused by the scheduler answers 400
     status, answer = oar.api(
         "jobs.json",
-        user=oar.users[1],
+        user=bob,
         method="POST",
         body={
             "resource": "/host=8,walltime=00:30:00",
@@ -402,48 +360,18 @@ def test_gantt_lists_running_predicted_and_reserved_jobs(oar: OarInstance) -> No
     oar.reset()
     alice, bob = oar.users[0], oar.users[1]
     now = datetime.now().replace(microsecond=0)
-    running = oar.submit(
-        "-t",
-        "noop",
-        "-n",
-        "lab_running",
-        "-p",
-        "cluster='alpha'",
-        "-l",
-        "/host=8,walltime=1:00:00",
-        user=alice,
-    )
+    options = _a("-t noop -n lab_running -p cluster='alpha' -l /host=8,walltime=1:00:00")
+    running = oar.submit(*options, user=alice)
     oar.wait_job(running, {"Running"}, timeout=30)
-    waiting = oar.submit(
-        "-t",
-        "noop",
-        "-n",
-        "lab_waiting",
-        "-p",
-        "cluster='alpha'",
-        "-l",
-        "/host=4,walltime=0:30:00",
-        user=bob,
-    )
+    # a job without types, waiting behind the first one
+    options = _a("-n lab_waiting -p cluster='alpha' -l /host=4,walltime=0:30:00")
+    waiting = oar.submit(*options, "sleep 60", user=bob)
     predicted = oar.wait_prediction(waiting)
     resa_start = now + timedelta(hours=2)
-    reserved = oar.submit(
-        "-r",
-        oar_date(resa_start),
-        "-t",
-        "container",
-        "-t",
-        "noop",
-        "-n",
-        "lab_reserved",
-        "-p",
-        "cluster='beta'",
-        "-l",
-        "/host=3,walltime=1:00:00",
-        user=alice,
-    )
+    options = _a("-t container -t noop -n lab_reserved -p cluster='beta' -l /host=3")
+    reserved = oar.submit("-r", oar_date(resa_start), *options, user=alice)
 
-    # from now on: the window also selects the intervals of dead_resources (earlier tests')
+    # from now on: the window also selects finished jobs and the intervals of dead_resources
     gantt = oar.gantt(datetime.now(), now + timedelta(hours=6))
     assert set(gantt) == {"jobs", "resources", "dead_resources"}
     assert gantt["dead_resources"] == {}
@@ -453,30 +381,33 @@ def test_gantt_lists_running_predicted_and_reserved_jobs(oar: OarInstance) -> No
     for job_id, job in jobs.items():
         _show(
             f"gantt job {job_id}",
-            f"{job['job_name']} {job['state']} {job['user']} types={sorted(set(job['types']))} "
+            f"{job['job_name']} {job['state']} {job['user']} types={job.get('types')} "
             f"{job['start_time']}..{job['stop_time']} {sorted(set(job['network_address']))}",
         )
-        assert set(job) == GANTT_JOB_KEYS
         assert job["job_id"] == int(job_id)
 
     run = jobs[str(running)]
+    assert set(run) == GANTT_JOB_KEYS
     assert (run["state"], run["user"], run["job_type"]) == ("Running", alice, "PASSIVE")
     assert set(run["network_address"]) == set(oar.nodes["alpha"])
     assert run["stop_time"] - run["start_time"] == 3600
 
     wait = jobs[str(waiting)]
-    assert (wait["state"], wait["user"]) == ("Waiting", bob)
+    assert set(wait) == GANTT_JOB_KEYS - {"types"}  # no types: no "types" key at all
+    assert (wait["state"], wait["user"], wait["command"]) == ("Waiting", bob, "sleep 60")
     assert wait["start_time"] == predicted
     assert wait["start_time"] > run["stop_time"]  # after the running job (+ security time)
     assert len(set(wait["network_address"])) == 4
+    assert len(wait["resource_id"]) == 4 * oar.cores  # one entry per resource
 
     # A reservation looks like any waiting job here (no "reservation" key): its start is the
     # one asked for. Its arrays hold one entry per (resource, type) row: with two types,
     # every resource and host appears twice.
     resa = jobs[str(reserved)]
+    assert set(resa) == GANTT_JOB_KEYS
     assert resa["state"] == "Waiting"
     assert resa["start_time"] == int(resa_start.timestamp())
-    assert resa["walltime"] == 3600
+    assert resa["walltime"] == 7200  # the default walltime (admission rule 15)
     assert sorted(set(resa["types"])) == ["container", "noop"]
     assert len(set(resa["network_address"])) == 3
     assert set(resa["network_address"]) <= set(oar.nodes["beta"])
