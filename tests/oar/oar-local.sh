@@ -11,7 +11,8 @@
 #                          the test users; waits until every resource is Alive; writes
 #                          $BASE/env.sh
 #   oar-local.sh down      stop what `up` started (PID files, see "Processes" below), restore
-#                          /etc/oar/oar.conf, ~oar/.ssh/config and ~oar/unlimited_reservation.users
+#                          /etc/oar/oar.conf, ~oar/.ssh/config, ~oar/.ssh/known_hosts and
+#                          ~oar/unlimited_reservation.users from their pristine copies
 #   oar-local.sh env       print the path of $BASE/env.sh (exit 1 if there is none)
 #
 # ONE instance per machine: OAR reads the machine-wide /etc/oar/oar.conf, its server listens on
@@ -49,7 +50,8 @@
 # detached oarexec of each running job (DETACH_JOB_FROM_SERVER=1) and its ssh sessions, which
 # own the jobs' processes (run as the test users). Stopping all of them is safe because `up`
 # refuses to start while any process of the user oar runs, and nothing else starts OAR while
-# this instance holds /etc/oar/oar.conf: every process of oar belongs to this instance.
+# this instance holds /etc/oar/oar.conf: every process of oar belongs to this instance. `down`
+# with a BASE that does not hold the machine (see $OWNER) leaves them alone.
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -574,7 +576,13 @@ stop_all() {
   # The jobs: detached oarexec (user oar) and what runs under them (the test users' processes,
   # also found by their node file if they left that tree). Only this instance's: see
   # "Processes" at the head of this file. oarexec ignores TERM while it waits for its job.
-  mapfile -t pids < <(oar_processes; job_processes)
+  # (the processes of the user oar only if this BASE holds the machine: another BASE's `down`
+  # must not touch the running instance)
+  if [ -s "$OWNER" ] && [ "$(cat "$OWNER")" = "$BASE" ]; then
+    mapfile -t pids < <(oar_processes; job_processes)
+  else
+    mapfile -t pids < <(job_processes)
+  fi
   if [ "${#pids[@]}" -gt 0 ]; then
     kids=$(children_of "${pids[@]}")
     # shellcheck disable=SC2086
