@@ -8,6 +8,7 @@ and (commands only) change a walltime.
 
 from __future__ import annotations
 
+import logging
 import time
 from abc import abstractmethod
 from collections.abc import Callable, Hashable, Sequence
@@ -17,6 +18,11 @@ from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware,
 from coorm_bridge.adapters.oar import parse
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.moves import Mover
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two requests for a scheduler pass (:meth:`OarBackend.nudge`).
+NUDGE_EVERY = 5
 
 
 class OarBackend(Backend[OarBinding]):
@@ -32,6 +38,7 @@ class OarBackend(Backend[OarBinding]):
         self.submit_as = submit_as
         self.horizon = horizon
         self.mover = Mover(self, clock)
+        self._nudged = 0
 
     # -- primitives ---------------------------------------------------------------------------
 
@@ -61,6 +68,31 @@ class OarBackend(Backend[OarBinding]):
     def job(self, job_id: str) -> parse.JobRecord | None:
         """One job, finished or not (None: OAR does not know it)."""
 
+    def notify(self) -> None:
+        """Ask OAR's scheduler for a pass now; by default it cannot be asked (see :meth:`nudge`)."""
+
+    def nudge(self, jobs: Sequence[parse.JobRecord], now: int) -> None:
+        """Ask for a scheduler pass when OAR is late for the bridge: a container whose start has
+        come and not begun, or a job waiting in a container that has. Almighty runs its
+        scheduler on a submission or deletion, else only every 60 s (hard-coded): a container
+        starts up to a minute late, and the jobs submitted into it before it began wait for the
+        pass after (measured: 48 s and 110 s after the start). At most once per
+        :data:`NUDGE_EVERY` seconds."""
+        if now < self._nudged + NUDGE_EVERY:
+            return
+        running = {j.id for j in jobs if j.is_reservation and j.state == "Running"}
+        late = any(
+            (j.is_reservation and j.state == "Waiting" and j.start is not None and j.start <= now)
+            or (j.state == "Waiting" and j.container in running)
+            for j in jobs
+        )
+        if late:
+            self._nudged = now
+            try:
+                self.notify()
+            except (BatchFailure, AdapterError) as failure:
+                log.info("OAR's scheduler could not be asked for a pass: %s", failure)
+
     def extend(self, job: parse.JobRecord, seconds: int) -> None:
         """Change a running job's walltime; by default OAR cannot be asked."""
         raise BatchFailure("other", f"OAR job {job.id}: its walltime cannot be changed this way")
@@ -89,6 +121,7 @@ class OarBackend(Backend[OarBinding]):
             resources, jobs = self.whole(bindings[0], now)
         except (BatchFailure, ValueError, AdapterError) as failure:
             return dict.fromkeys((b.name for b in bindings), failure)
+        self.nudge(jobs, now)
         results: dict[str, Read | ReadFailure] = {}
         for binding in bindings:
             try:

@@ -92,6 +92,11 @@ class OarCliBackend(OarBackend):
             return None
         return parse.record(data[job_id])
 
+    def notify(self) -> None:
+        """``oarnotify Scheduling``: root or the oar group only (a bridge over SSH as another
+        account cannot; the containers then start at Almighty's own pace)."""
+        self._run(commands.notify_scheduler())
+
     def extend(self, job: parse.JobRecord, seconds: int) -> None:
         """``oarwalltime``: OAR applies it at its next pass, if enabled and the hosts are free."""
         argv = commands.change_walltime(job.id, seconds, self._as(job.owner or self.identity))

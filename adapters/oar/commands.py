@@ -115,6 +115,18 @@ def delete_job(job_id: str, user: str | None) -> tuple[str, ...]:
     return (*as_user(user), "oardel", check_job_id(job_id))
 
 
+_FOLDER = re.compile(r"^/[A-Za-z0-9_./@+-]{0,4095}$")
+
+
+def check_folder(path: str) -> str:
+    """An absolute folder of plain characters: OAR's API puts it in a shell command line."""
+    if not _FOLDER.fullmatch(path) or "/../" in f"{path}/":
+        raise ValueError(
+            f"invalid working folder {path!r}: an absolute path of letters, digits and ._@+-/"
+        )
+    return path
+
+
 def shell_command(job: JobSpec) -> str:
     """A job's argument vector and environment as the one command line oarsub takes (it runs
     it with the user's shell on the first host): every word quoted."""
@@ -150,6 +162,11 @@ def change_walltime(job_id: str, seconds: int, user: str | None) -> tuple[str, .
     """``oarwalltime ID +H:M:S`` (or ``-``): ask OAR to change a running job's walltime."""
     sign = "+" if seconds >= 0 else "-"
     return (*as_user(user), "oarwalltime", check_job_id(job_id), f"{sign}{walltime(abs(seconds))}")
+
+
+def notify_scheduler() -> tuple[str, ...]:
+    """Ask Almighty for a scheduler pass (``oarnotify``: root and the oar group only)."""
+    return ("oarnotify", "Scheduling")
 
 
 def gantt(start: int, end: int) -> tuple[str, ...]:

@@ -122,17 +122,14 @@ def in_cluster(resources: Iterable[Resource], binding: OarBinding) -> list[Resou
 
 
 def host_state(resources: Sequence[Resource], now: int) -> NodeState:
-    """Up only when every resource of the host can run jobs: Alive, or Absent but able to be
-    woken up before its ``available_upto`` (OAR's energy saving)."""
+    """Up only when every resource of the host is Alive. OAR schedules nothing on an Absent
+    resource (unless its energy saving wakes it: then the bridge's views are pessimistic about
+    it, never its promises), nor on a Suspected or Dead one."""
     if any(r.drain for r in resources):
         return NodeState.DRAINED
-    for r in resources:
-        if r.state == "Alive":
-            continue
-        if r.state == "Absent" and r.available_upto > now:
-            continue
-        return NodeState.DOWN
-    return NodeState.UP
+    if all(r.state == "Alive" for r in resources):
+        return NodeState.UP
+    return NodeState.DOWN
 
 
 def nodes(resources: Sequence[Resource], now: int) -> list[Node]:

@@ -159,13 +159,17 @@ class OarRestBackend(OarBackend):
         return self._post(body, self.owner(spec.users))
 
     def submit_inner(self, binding: OarBinding, job: JobSpec, container: str) -> str:
+        """As a ``script``, never a ``command``: OAR's API puts a command through two shells
+        (``$`` and quotes in it are expanded at submission), while a script is written to a
+        file in the working folder as it is (``oarapi.subscript.*``, left there) and run."""
+        workdir = job.workdir or commands.LAUNCHING_DIRECTORY
         body = {
             "resource": commands.resources(binding, job.hosts, job.walltime),
             "type": [f"inner={commands.check_job_id(container)}"],
             "property": commands.selection(binding),
             "name": check_name(job.name, "job name"),
-            "command": commands.shell_command(job),
-            "directory": job.workdir or commands.LAUNCHING_DIRECTORY,
+            "script": f"#!/bin/sh\nexec {commands.shell_command(job)}\n",
+            "workdir": commands.check_folder(workdir),
         }
         return self._post(body, job.user)
 
