@@ -32,6 +32,7 @@ PLACEHOLDER_TYPES: Final = ("container", "noop")
 #: Where oarsub records the launching directory of a placeholder (it runs nothing there).
 LAUNCHING_DIRECTORY: Final = "/tmp"  # noqa: S108 - nothing is written there
 
+PLACEHOLDER_COMMAND: Final = "coorm-placeholder"
 JOB_ID: Final = re.compile(r"^[0-9]{1,18}$")
 _CREATED = re.compile(r"^OAR_JOB_ID=([0-9]{1,18})\s*$", re.MULTILINE)
 _COULD_RUN = re.compile(r"This reservation could run at ([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8})")
@@ -108,7 +109,15 @@ def create_reservation(
         selection(binding, spec.host_names),
         "-l",
         resources(binding, spec.size, spec.end - spec.start),
+        placeholder_command(spec.start),
     )
+
+
+def placeholder_command(start: int) -> str:
+    """What a placeholder records as its command (a noop job runs none): its start as asked.
+    OAR reports a begun reservation from when it launched it, seconds later; the bridge's
+    promise is the start it asked for (:func:`.parse.held` reads it back)."""
+    return f"{PLACEHOLDER_COMMAND} start={start}"
 
 
 def delete_job(job_id: str, user: str | None) -> tuple[str, ...]:

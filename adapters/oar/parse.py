@@ -39,6 +39,7 @@ STATES: dict[str, JobState] = {
 }
 #: States whose job holds or will hold resources.
 LIVE = frozenset(s for s, state in STATES.items() if not state.finished and s != "Hold")
+_ASKED = re.compile(r"coorm-placeholder start=([0-9]{1,12})")
 _WALLTIME = re.compile(r"\bW=([0-9]+):([0-9]+):([0-9]+)")
 
 
@@ -71,6 +72,13 @@ class JobRecord:
     addresses: tuple[str, ...] = ()
     queue: str = "default"
     exit_code: int | None = None
+    command: str = ""
+
+    @property
+    def asked_start(self) -> int | None:
+        """A placeholder's start as asked (:func:`.commands.placeholder_command`)."""
+        match = _ASKED.fullmatch(self.command.strip())
+        return int(match.group(1)) if match else None
 
     @property
     def container(self) -> str | None:
@@ -199,6 +207,7 @@ def gantt_record(raw: Mapping[str, Any]) -> JobRecord:
         walltime=walltime_of(raw),
         addresses=tuple(dict.fromkeys(str(a) for a in raw.get("network_address") or ())),
         queue=str(raw.get("queue_name") or "default"),
+        command=str(raw.get("command") or ""),
     )
 
 
@@ -230,6 +239,7 @@ def record(raw: Mapping[str, Any]) -> JobRecord:
         addresses=tuple(dict.fromkeys(addresses)),
         queue=str(raw.get("queue") or "default"),
         exit_code=_exit_code(raw),
+        command=str(raw.get("command") or ""),
     )
 
 
@@ -260,10 +270,14 @@ def held(job: JobRecord, host_of: Mapping[str, str]) -> Reservation | None:
     hosts = hosts_of(job, host_of)
     if not (job.is_reservation and job.state in LIVE and hosts and job.start is not None):
         return None
+    end = job.start + job.walltime  # a begun reservation's walltime is cut: the end stays
+    asked = job.asked_start
+    # Begun: OAR says when it launched it; it held the hosts from the start asked.
+    start = asked if asked is not None and asked <= job.start < end else job.start
     return Reservation(
         name=reservation_name(job),
-        start=job.start,
-        end=job.start + job.walltime,
+        start=start,
+        end=end,
         hosts=len(hosts),
         host_names=hosts,
         users=(job.owner,) if job.owner else (),

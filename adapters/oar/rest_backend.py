@@ -155,6 +155,7 @@ class OarRestBackend(OarBackend):
             "property": commands.selection(binding, spec.host_names),
             "name": check_name(spec.name, "reservation name"),
             "directory": commands.LAUNCHING_DIRECTORY,
+            "command": commands.placeholder_command(spec.start),
         }
         return self._post(body, self.owner(spec.users))
 
