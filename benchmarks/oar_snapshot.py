@@ -8,12 +8,14 @@ jobs): one-core jobs running on every core, the rest waiting, of mixed sizes and
 Then, once OAR's scheduler has planned what it plans (Debian's defaults: 30 waiting jobs per
 user and pass), it prints:
 
-- ``oar_snapshot jobs=N clusters=2 backend=cli seconds=S``: the median of ``--runs``
-  ``OarAdapter.snapshot()`` through the commands (one ``oarstat -J --gantt``), parsing included;
+- ``oar_snapshot jobs=N clusters=2 backend=cli seconds=S placed=P``: the median of ``--runs``
+  ``OarAdapter.snapshot()`` through the commands (one ``oarstat -J --gantt``), parsing included,
+  and how many jobs it placed (running, or waiting with OAR's prediction: the Gantt holds no
+  others, and Debian's OAR plans 30 waiting jobs per user and pass);
 - the same for ``backend=rest`` (``/resources/details`` and ``/jobs/details``, paginated);
-- ``oar_placeholder create=S move_first=S move_gap=S delete=S``: a placeholder created, moved
-  where OAR can hold both (new one first), moved onto its own hosts (old one first: the seconds
-  without a reservation), deleted.
+- ``oar_placeholder create=S move_first=S move_gap=S delete=S``, first, on the idle platform: a
+  placeholder created, moved where OAR can hold both (new one first), moved onto its own hosts
+  (old one first: the seconds without a reservation), deleted.
 
 The OAR it started is stopped with ``down`` at the end, even on failure.
 """
@@ -219,6 +221,11 @@ def main(argv: Sequence[str] | None = None) -> None:
         clusters = env["COORM_OAR_CLUSTERS"].split()
         clear(users)
         try:
+            adapter = adapter_for(env, "cli")
+            try:
+                placeholders(adapter, users[0])  # on an idle platform
+            finally:
+                adapter.close()
             began = time.monotonic()
             fill(users, clusters, int(env["COORM_OAR_CORES"]), args.jobs)
             say(
@@ -232,14 +239,14 @@ def main(argv: Sequence[str] | None = None) -> None:
                     spent, seen, running, pending = timed_snapshots(adapter, args.runs)
                     print(
                         f"oar_snapshot jobs={args.jobs} clusters={len(clusters)} "
-                        f"backend={backend} seconds={statistics.median(spent):.3f}"
+                        f"backend={backend} seconds={statistics.median(spent):.3f} "
+                        f"placed={seen}"
                     )
                     say(
                         f"{backend}: best={min(spent):.3f}; jobs placed: {seen} "
-                        f"({running} running, {pending} waiting with a prediction)"
+                        f"({running} running, {pending} waiting with a prediction; OAR has "
+                        "planned no others yet)"
                     )
-                    if backend == "cli":
-                        placeholders(adapter, users[0])
                 finally:
                     adapter.close()
         finally:

@@ -218,7 +218,9 @@ class Placeholders:
             spec = ReservationSpec(
                 name=old.name,
                 start=old.start,
-                end=until,
+                # Done before its placeholder began (held from the adapter's reservation lead
+                # on): the shortest reservation there is, released when the ghost expires.
+                end=max(until, old.start + 1),
                 hosts=old.hosts,
                 host_names=old.host_names,
                 users=(row.owner,),
