@@ -23,6 +23,7 @@ from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure, ErrorKind
 from coorm_bridge.adapters.batch.names import check_name, check_user
 from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.core.model import ENV_NAME_PATTERN
 
 #: The environment every command runs with (see the module's docstring).
 ENV: Final[dict[str, str]] = {"TZ": "UTC"}
@@ -137,10 +138,25 @@ def check_folder(path: str) -> str:
 
 
 def shell_command(job: JobSpec) -> str:
-    """A job's argument vector and environment as the one command line oarsub takes (it runs
-    it with the user's shell on the first host): every word quoted."""
-    environment = [f"{k}={v}" for k, v in job.environment.items()]
-    return shlex.join(["env", *environment, *job.argv]) if environment else shlex.join(job.argv)
+    """A job's argument vector and environment as the one command line oarsub takes (oarexec
+    runs it with ``bash -c`` on the first host): assignments, then every word quoted.
+
+    Assignments before the command rather than ``env K=V``: ``env`` (and the shell, for an
+    unquoted first word) would take a first argument with ``=`` in it for one more variable.
+    """
+    words = []
+    for key, value in sorted(job.environment.items()):
+        if not isinstance(key, str) or not ENV_NAME_PATTERN.fullmatch(key):
+            raise ValueError(
+                f"invalid environment variable name {key!r}: letters, digits and '_', "
+                "not starting with a digit"
+            )
+        words.append(f"{key}={shlex.quote(value)}")
+    first, *rest = job.argv
+    quoted = shlex.quote(first)
+    if quoted == first and "=" in first:
+        quoted = f"'{first}'"  # quoted, a word is never an assignment
+    return " ".join([*words, quoted, *(shlex.quote(arg) for arg in rest)])
 
 
 def submit_inner(
