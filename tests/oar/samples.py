@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import copy
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,9 +41,6 @@ class Http:
     status: int
     headers: dict[str, str]
     body: str
-
-    def json(self) -> Any:
-        return json.loads(self.body)
 
 
 def http(name: str) -> Http:
@@ -92,18 +89,12 @@ def resources_details() -> list[dict[str, Any]]:
     return items
 
 
-Answer = Completed | Callable[[Sequence[str]], Completed]
-
-
 class Recorded(Runner):
-    """OAR's commands answered from recorded outputs, by the command's name (after any
-    ``runuser -u USER --``); records every argument vector and checks that each runs in UTC.
+    """OAR's commands answered from recorded outputs by the command's name (after any
+    ``runuser -u USER --``); records every argument vector and checks that each runs in UTC."""
 
-    ``answers`` maps a command name to a Completed or to a function of the argument vector;
-    a list of them is used in turn (the last one again once exhausted)."""
-
-    def __init__(self, answers: Mapping[str, Answer | list[Answer]]) -> None:
-        self.answers = {k: v if isinstance(v, list) else [v] for k, v in answers.items()}
+    def __init__(self, answers: Mapping[str, Completed]) -> None:
+        self.answers = dict(answers)
         self.calls: list[tuple[str, ...]] = []
 
     def run(
@@ -111,25 +102,8 @@ class Recorded(Runner):
     ) -> Completed:
         assert (env or {}).get("TZ") == "UTC", "OAR reads and prints dates in TZ"
         self.calls.append(tuple(argv))
-        queue = self.answers.get(command_of(argv))
-        if not queue:
-            raise AssertionError(f"no recorded answer for {list(argv)}")
-        answer = queue.pop(0) if len(queue) > 1 else queue[0]
-        return answer(argv) if callable(answer) else answer
-
-    def named(self, name: str) -> list[tuple[str, ...]]:
-        """The calls of one command (``runuser`` prefixes included)."""
-        return [argv for argv in self.calls if command_of(argv) == name]
-
-
-def command_of(argv: Sequence[str]) -> str:
-    """The OAR command of an argument vector, after any ``runuser -u USER --``."""
-    return argv[4] if argv[0] == "runuser" else argv[0]
+        return self.answers[argv[4] if argv[0] == "runuser" else argv[0]]
 
 
 def ok(stdout: str = "") -> Completed:
     return Completed(0, stdout, "")
-
-
-def as_json(data: Any) -> Completed:
-    return ok(json.dumps(data))

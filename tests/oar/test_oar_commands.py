@@ -301,7 +301,9 @@ def test_dates_are_whole_seconds(bad: object) -> None:
 def test_the_job_id_oarsub_printed() -> None:
     assert commands.created_job_id(said("oarsub_batch.json")[1]) == "15"
     assert commands.created_job_id(said("oarsub_container_reservation_now.json")[1]) == "18"
+    assert commands.created_job_id(said("oarsub_inner_same_user.json")[1]) == "19"
     assert commands.created_job_id(said("oarsub_inner_other_user.json")[1]) == "20"
+    assert commands.created_job_id(said("oarsub_reservation_accepted.json")[1]) == "21"
     for nothing in ("", "Reservation valid --> OK\n", "OAR_JOB_ID=\n", "OAR_JOB_ID=1x\n"):
         with pytest.raises(ValueError, match="OAR_JOB_ID"):
             commands.created_job_id(nothing)
