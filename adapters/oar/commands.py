@@ -137,6 +137,27 @@ def check_folder(path: str) -> str:
     return path
 
 
+def _exports(job: JobSpec) -> list[tuple[str, str]]:
+    """A job's environment, sorted, with names a shell can set (ValueError otherwise)."""
+    for key in job.environment:
+        if not isinstance(key, str) or not ENV_NAME_PATTERN.fullmatch(key):
+            raise ValueError(
+                f"invalid environment variable name {key!r}: letters, digits and '_', "
+                "not starting with a digit"
+            )
+    return [(key, shlex.quote(value)) for key, value in sorted(job.environment.items())]
+
+
+def _words(argv: Sequence[str]) -> str:
+    """An argument vector as one shell command, every word quoted (a first word with ``=``
+    too: unquoted, the shell would take it for an assignment)."""
+    first, *rest = argv
+    quoted = shlex.quote(first)
+    if quoted == first and "=" in first:
+        quoted = f"'{first}'"
+    return " ".join([quoted, *(shlex.quote(arg) for arg in rest)])
+
+
 def shell_command(job: JobSpec) -> str:
     """A job's argument vector and environment as the one command line oarsub takes (oarexec
     runs it with ``bash -c`` on the first host): assignments, then every word quoted.
@@ -144,19 +165,15 @@ def shell_command(job: JobSpec) -> str:
     Assignments before the command rather than ``env K=V``: ``env`` (and the shell, for an
     unquoted first word) would take a first argument with ``=`` in it for one more variable.
     """
-    words = []
-    for key, value in sorted(job.environment.items()):
-        if not isinstance(key, str) or not ENV_NAME_PATTERN.fullmatch(key):
-            raise ValueError(
-                f"invalid environment variable name {key!r}: letters, digits and '_', "
-                "not starting with a digit"
-            )
-        words.append(f"{key}={shlex.quote(value)}")
-    first, *rest = job.argv
-    quoted = shlex.quote(first)
-    if quoted == first and "=" in first:
-        quoted = f"'{first}'"  # quoted, a word is never an assignment
-    return " ".join([*words, quoted, *(shlex.quote(arg) for arg in rest)])
+    assignments = [f"{key}={value}" for key, value in _exports(job)]
+    return " ".join([*assignments, _words(job.argv)])
+
+
+def job_script(job: JobSpec) -> str:
+    """A job as a script (what OAR's REST API takes as it is): its environment exported, then
+    its argument vector run in place of the shell, every word quoted."""
+    exports = [f"export {key}={value}\n" for key, value in _exports(job)]
+    return "#!/bin/sh\n" + "".join(exports) + f"exec {_words(job.argv)}\n"
 
 
 def submit_inner(

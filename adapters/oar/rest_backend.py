@@ -184,7 +184,7 @@ class OarRestBackend(OarBackend):
             "type": [f"inner={commands.check_job_id(container)}"],
             "property": commands.selection(binding),
             "name": check_name(job.name, "job name"),
-            "script": f"#!/bin/sh\nexec {commands.shell_command(job)}\n",
+            "script": commands.job_script(job),
             "workdir": commands.check_folder(workdir),
         }
         return self._post(body, job.user)
