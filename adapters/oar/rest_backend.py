@@ -37,6 +37,15 @@ MAX_PAGES = 500
 IDENT = re.compile(r"[A-Za-z0-9_]+")
 
 
+def keep_tilde(script: str) -> str:
+    """``script`` without ``/~/``, which oarapi.pl replaces with the user's home (its first one,
+    in a script, a command or a working folder). In a job script every word with a ``~`` is
+    single-quoted (:func:`shlex.quote`), where ``/~''/`` means ``/~/``."""
+    while "/~/" in script:
+        script = script.replace("/~/", "/~''/")
+    return script
+
+
 class OarRestBackend(OarBackend):
     def __init__(
         self,
@@ -184,7 +193,7 @@ class OarRestBackend(OarBackend):
             "type": [f"inner={commands.check_job_id(container)}"],
             "property": commands.selection(binding),
             "name": check_name(job.name, "job name"),
-            "script": commands.job_script(job),
+            "script": keep_tilde(commands.job_script(job)),
             "workdir": commands.check_folder(workdir),
         }
         return self._post(body, job.user)
