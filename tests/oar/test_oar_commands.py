@@ -131,12 +131,32 @@ def test_the_argument_vector_and_environment_reach_the_job_intact(
     assert json.loads(done.stdout) == [args, value]
 
 
+def run_script(script: str) -> subprocess.CompletedProcess[str]:
+    """A job's script (REST) run as a file, as oarexec runs the API's copy of it."""
+    return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
+
+
+@settings(max_examples=40, deadline=None)
+@given(args=st.lists(TEXT, max_size=4), value=TEXT)
+def test_the_job_script_runs_the_argument_vector_with_its_environment(
+    args: list[str], value: str
+) -> None:
+    job = JobSpec(name="j", user="u", argv=(sys.executable, "-c", ECHO, *args), hosts=1,
+                  walltime=60, environment={"V": value})  # fmt: skip
+    script = commands.job_script(job)
+    assert script.startswith("#!/bin/sh\n")
+    done = run_script(script)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [args, value]
+
+
 def test_a_first_word_with_equals_is_a_command_not_an_assignment() -> None:
     for environment in ({}, {"V": "1"}):
         job = JobSpec(name="j", user="u", argv=("X=1", "true"), hosts=1, walltime=60,
                       environment=environment)  # fmt: skip
         done = run_as_oar_does(commands.submit_inner(ALPHA, job, "18", None)[-1])
         assert done.returncode == 127, done  # "X=1: command not found", not X=1 set for true
+        assert run_script(commands.job_script(job)).returncode == 127
 
 
 @pytest.mark.parametrize("name", ["a.b", "a-b", "1X"])
@@ -145,6 +165,19 @@ def test_an_environment_variable_the_shell_cannot_set_is_refused(name: str) -> N
                   environment={name: "x"})  # fmt: skip
     with pytest.raises(ValueError, match="environment variable name"):
         commands.submit_inner(ALPHA, job, "18", None)
+    with pytest.raises(ValueError, match="environment variable name"):
+        commands.job_script(job)
+
+
+@pytest.mark.parametrize(
+    "folder", ["run", "/home/bob/run dir", "/tmp/$HOME", "/a/../etc", "/a;b", "/a`id`", "/a\nb"]
+)
+def test_a_working_folder_the_apis_shell_would_read_is_refused(folder: str) -> None:
+    with pytest.raises(ValueError, match="invalid working folder"):
+        commands.check_folder(folder)
+    assert commands.check_folder("/home/bob@example.org/run-1.2_x+y") == (
+        "/home/bob@example.org/run-1.2_x+y"
+    )
 
 
 def test_gantt_dates_are_utc_whatever_the_local_zone(monkeypatch: pytest.MonkeyPatch) -> None:
