@@ -60,7 +60,7 @@ def by_id(jobs: list[Job]) -> dict[str, Job]:
     return {job.id: job for job in jobs}
 
 
-# --- the gantt ---------------------------------------------------------------------------------
+# --- the gantt -----------------------------------------------------------------------------------
 
 
 def test_gantt_resources_and_records() -> None:
@@ -233,7 +233,7 @@ def test_recorded_absent_suspected_and_dead_hosts_are_down() -> None:
     assert parse.nodes(mine, GANTT_NOW) == read_gantt(ALPHA, data)[0]
 
 
-# --- the REST API and oarstat -f ----------------------------------------------------------------
+# --- the REST API and oarstat -f -----------------------------------------------------------------
 
 
 def test_rest_records_take_a_waiting_jobs_predicted_start() -> None:
@@ -299,7 +299,7 @@ def test_answers_that_are_not_oars_are_refused() -> None:
         parse.resources_of_nodes("oops", ALPHA)
 
 
-# --- hardware -----------------------------------------------------------------------------------
+# --- hardware ------------------------------------------------------------------------------------
 
 
 def test_hardware_of_a_cluster() -> None:
