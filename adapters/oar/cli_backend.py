@@ -46,10 +46,10 @@ class OarCliBackend(OarBackend):
             raise commands.refusal(done.returncode, f"{done.stdout}\n{done.stderr}")
         return done
 
-    def _json(self, argv: Sequence[str]) -> object:
-        done = self._run(argv)
+    def _json(self, argv: Sequence[str], stdout: str | None = None) -> object:
+        """What ``argv`` printed (or ``stdout``, what it already printed), decoded."""
         try:
-            return json.loads(done.stdout)
+            return json.loads(self._run(argv).stdout if stdout is None else stdout)
         except ValueError as error:
             raise BatchFailure("other", f"{argv[0]}: unreadable JSON: {error}") from error
 
@@ -82,12 +82,16 @@ class OarCliBackend(OarBackend):
                 raise
 
     def job(self, job_id: str) -> parse.JobRecord | None:
+        argv = commands.show_job(job_id)
         try:
-            data = self._json(commands.show_job(job_id))
+            done = self._run(argv)
         except BatchFailure as failure:
             if failure.kind == "no_such_job":
                 return None
             raise
+        if not done.stdout.strip():
+            return None  # oarstat -J prints nothing at all for a job OAR does not have
+        data = self._json(argv, done.stdout)
         if not isinstance(data, dict) or not isinstance(data.get(job_id), dict):
             return None
         return parse.record(data[job_id])

@@ -23,6 +23,7 @@ from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure, ErrorKind
 from coorm_bridge.adapters.batch.names import check_name, check_user
 from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.core.model import ENV_NAME_PATTERN
 
 #: The environment every command runs with (see the module's docstring).
 ENV: Final[dict[str, str]] = {"TZ": "UTC"}
@@ -136,11 +137,43 @@ def check_folder(path: str) -> str:
     return path
 
 
+def _exports(job: JobSpec) -> list[tuple[str, str]]:
+    """A job's environment, sorted, with names a shell can set (ValueError otherwise)."""
+    for key in job.environment:
+        if not isinstance(key, str) or not ENV_NAME_PATTERN.fullmatch(key):
+            raise ValueError(
+                f"invalid environment variable name {key!r}: letters, digits and '_', "
+                "not starting with a digit"
+            )
+    return [(key, shlex.quote(value)) for key, value in sorted(job.environment.items())]
+
+
+def _words(argv: Sequence[str]) -> str:
+    """An argument vector as one shell command, every word quoted (a first word with ``=``
+    too: unquoted, the shell would take it for an assignment)."""
+    first, *rest = argv
+    quoted = shlex.quote(first)
+    if quoted == first and "=" in first:
+        quoted = f"'{first}'"
+    return " ".join([quoted, *(shlex.quote(arg) for arg in rest)])
+
+
 def shell_command(job: JobSpec) -> str:
-    """A job's argument vector and environment as the one command line oarsub takes (it runs
-    it with the user's shell on the first host): every word quoted."""
-    environment = [f"{k}={v}" for k, v in job.environment.items()]
-    return shlex.join(["env", *environment, *job.argv]) if environment else shlex.join(job.argv)
+    """A job's argument vector and environment as the one command line oarsub takes (oarexec
+    runs it with ``bash -c`` on the first host): assignments, then every word quoted.
+
+    Assignments before the command rather than ``env K=V``: ``env`` (and the shell, for an
+    unquoted first word) would take a first argument with ``=`` in it for one more variable.
+    """
+    assignments = [f"{key}={value}" for key, value in _exports(job)]
+    return " ".join([*assignments, _words(job.argv)])
+
+
+def job_script(job: JobSpec) -> str:
+    """A job as a script (what OAR's REST API takes as it is): its environment exported, then
+    its argument vector run in place of the shell, every word quoted."""
+    exports = [f"export {key}={value}\n" for key, value in _exports(job)]
+    return "#!/bin/sh\n" + "".join(exports) + f"exec {_words(job.argv)}\n"
 
 
 def submit_inner(

@@ -14,6 +14,7 @@ with 400, and some admission-rule refusals with 500: both carry oarsub's words.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -32,6 +33,17 @@ from coorm_bridge.adapters.oar.settings import OarRest
 NO_ANSWER = frozenset({502, 503, 504})
 #: Pages read at most (bounds a runaway pagination: 500 pages of 500 jobs).
 MAX_PAGES = 500
+#: The identities OAR's API takes as they are from X-Remote-Ident (see ``_headers``).
+IDENT = re.compile(r"[A-Za-z0-9_]+")
+
+
+def keep_tilde(script: str) -> str:
+    """``script`` without ``/~/``, which oarapi.pl replaces with the user's home (its first one,
+    in a script, a command or a working folder). In a job script every word with a ``~`` is
+    single-quoted (:func:`shlex.quote`), where ``/~''/`` means ``/~/``."""
+    while "/~/" in script:
+        script = script.replace("/~/", "/~''/")
+    return script
 
 
 class OarRestBackend(OarBackend):
@@ -66,6 +78,15 @@ class OarRestBackend(OarBackend):
     def _headers(self, user: str | None) -> dict[str, str]:
         headers = {"Accept": "application/json"}
         if self.settings.auth == "ident" and user is not None:
+            if not IDENT.fullmatch(user):
+                # oarapi.pl: $authenticated_user =~ /(\w+)/, then acts as $1
+                taken = re.search(r"[A-Za-z0-9_]+", user)
+                raise BatchFailure(
+                    "invalid_user",
+                    f"OAR's REST API would act as {taken.group() if taken else ''!r} for "
+                    f"{user!r}: it keeps the first run of letters, digits and '_' of "
+                    "X-Remote-Ident (use the commands, backend = 'cli', for such users)",
+                )
             headers["X-Remote-Ident"] = user
         return headers
 
@@ -98,6 +119,9 @@ class OarRestBackend(OarBackend):
             said = str(body.get("message") or body.get("title") or body)
         except ValueError:
             said = response.text[-600:]
+        if response.status_code == 401 and "regarding the target user" in said:
+            # oardodo does not know the user the API was to act as
+            return BatchFailure("invalid_user", f"HTTP 401: {said}")
         if response.status_code in (401, 403):
             return BatchFailure("no_rights", f"HTTP {response.status_code}: {said}")
         if response.status_code == 404:
@@ -169,7 +193,7 @@ class OarRestBackend(OarBackend):
             "type": [f"inner={commands.check_job_id(container)}"],
             "property": commands.selection(binding),
             "name": check_name(job.name, "job name"),
-            "script": f"#!/bin/sh\nexec {commands.shell_command(job)}\n",
+            "script": keep_tilde(commands.job_script(job)),
             "workdir": commands.check_folder(workdir),
         }
         return self._post(body, job.user)
