@@ -322,6 +322,8 @@ configure_oar() {
   rm -f "$home/.ssh/known_hosts"
   [ ! -e "$home/.ssh/known_hosts$PRISTINE" ] || cp -a "$home/.ssh/known_hosts$PRISTINE" "$home/.ssh/known_hosts"
 
+  name_nodes
+
   save_pristine "$home/unlimited_reservation.users"
   {
     [ ! -e "$home/unlimited_reservation.users$PRISTINE" ] || cat "$home/unlimited_reservation.users$PRISTINE"
@@ -330,9 +332,27 @@ configure_oar() {
   chown oar:oar "$home/unlimited_reservation.users"; chmod 0644 "$home/unlimited_reservation.users"
 }
 
+# The emulated nodes' names resolve to this machine, as a site's nodes resolve to theirs, so that
+# what runs in a job can reach its peers by the node names OAR gives (MPI, rendezvous addresses).
+# /etc/hosts is rewritten in place (it may be a bind mount): our one line, marked, added or taken.
+HOSTS_FILE=/etc/hosts
+HOSTS_TAG="# coorm-oar-local emulated nodes"
+name_nodes() {
+  local c names=()
+  for c in $CLUSTERS; do mapfile -t -O "${#names[@]}" names < <(node_names "$c"); done
+  unname_nodes
+  echo "127.0.0.1 ${names[*]} $HOSTS_TAG" >>"$HOSTS_FILE"
+}
+unname_nodes() {
+  local kept
+  kept=$(grep -vF "$HOSTS_TAG" "$HOSTS_FILE" || true)
+  printf '%s\n' "$kept" >"$HOSTS_FILE"
+}
+
 restore_oar() {
   local home
   home=$(oar_home)
+  unname_nodes
   restore_pristine "$OAR_CONF"
   restore_pristine "$home/.ssh/config"
   restore_pristine "$home/.ssh/known_hosts"
