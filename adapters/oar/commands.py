@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
 from zoneinfo import ZoneInfo
@@ -23,6 +23,7 @@ from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure, ErrorKind
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.slurm.commands import check_name, check_user
+from coorm_bridge.core.model import ENV_NAME_PATTERN
 
 #: The environment every command runs with (see the module's docstring).
 ENV: Final[dict[str, str]] = {"TZ": "UTC"}
@@ -34,6 +35,7 @@ LAUNCHING_DIRECTORY: Final = "/tmp"  # noqa: S108 - nothing is written there
 
 JOB_ID: Final = re.compile(r"^[0-9]{1,18}$")
 _CREATED = re.compile(r"^OAR_JOB_ID=([0-9]{1,18})\s*$", re.MULTILINE)
+_UNQUOTABLE = re.compile(r"['\x00-\x1f\x7f]")
 _COULD_RUN = re.compile(r"This reservation could run at ([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8})")
 
 
@@ -116,28 +118,82 @@ def delete_job(job_id: str, user: str | None) -> tuple[str, ...]:
 
 
 def submit_inner(
-    binding: OarBinding, job: JobSpec, container: str, user: str | None
+    binding: OarBinding,
+    job: JobSpec,
+    container: str,
+    user: str | None,
+    *,
+    hosts: Sequence[str] = (),
+    output: str | None = None,
+    error: str | None = None,
 ) -> tuple[str, ...]:
-    """``oarsub -t inner=ID`` a job into a container, on its cluster, as ``user``. The command
-    is one argument vector, which oarsub hands to the user's shell on the first node: every
-    word is quoted there (:func:`shlex.join`)."""
-    environment = [f"{k}={v}" for k, v in job.environment.items()]
-    command = shlex.join(["env", *environment, *job.argv]) if environment else shlex.join(job.argv)
+    """``oarsub -t inner=ID`` a job into a container, on its cluster, as ``user``.
+
+    ``hosts``: exactly these hosts (as many as ``job.hosts``: a launcher deploys on the hosts a
+    start granted); ``output``/``error``: the job's files (``-O``/``-E``; OAR replaces
+    ``%jobid%``). The command is one argument vector, which OAR runs on the first node as
+    ``$SHELL -c COMMAND`` (the user's login shell): every word is quoted there
+    (:func:`command_line`).
+    """
+    name = check_name(job.name, "job name")
+    chosen = [check_name(host, "host name") for host in hosts]
+    if chosen and (len(set(chosen)) != job.hosts or len(chosen) != job.hosts):
+        raise ValueError(f"job {name!r} asks for {job.hosts} hosts but names {len(chosen)}")
+    files: list[str] = []
+    for option, path in (("-O", output), ("-E", error)):
+        if path is not None:
+            files += [option, check_path(path, "output file" if option == "-O" else "error file")]
     return (
         *as_user(user),
         "oarsub",
         "-t",
         f"inner={check_job_id(container)}",
         "-n",
-        check_name(job.name, "job name"),
+        name,
         "-d",
-        job.workdir or LAUNCHING_DIRECTORY,
+        check_path(job.workdir or LAUNCHING_DIRECTORY, "working directory"),
         "-p",
-        selection(binding),
+        selection(binding, chosen),
         "-l",
         resources(binding, job.hosts, job.walltime),
-        command,
+        *files,
+        command_line(job.argv, job.environment),
     )
+
+
+def check_path(value: str, what: str) -> str:
+    """A path OAR can use: oarexec puts it between single quotes in its own shell commands
+    (``cd '$dir'``, ``tee -a '$file'``), so a quote or a control character would break them."""
+    if not isinstance(value, str) or not value or _UNQUOTABLE.search(value):
+        raise ValueError(f"invalid {what} {value!r}: no quote or control character")
+    return value
+
+
+def command_line(argv: Sequence[str], environment: Mapping[str, str]) -> str:
+    """``argv`` with its environment as one shell command line, every word quoted.
+
+    OAR runs it as ``$SHELL -c LINE`` with the user's login shell, and exports nothing of the
+    submitter's environment: the variables are set by ``env``, a program, so no shell's own
+    syntax (``export``, ``setenv``) is needed. The words are quoted for POSIX shells
+    (:func:`shlex.join`; csh-family shells read those single quotes too, but not a newline
+    inside them). ``env`` takes every leading ``NAME=VALUE`` word for a variable: a command
+    whose name holds ``=`` would silently not run, so it is refused.
+    """
+    if not argv or not argv[0]:
+        raise ValueError("an empty command")
+    if not environment:
+        return shlex.join(argv)
+    if "=" in argv[0]:
+        raise ValueError(f"command {argv[0]!r}: a name with '=' would be read by env as a variable")
+    for key in environment:
+        check_env_name(key)
+    return shlex.join(["env", *(f"{k}={v}" for k, v in environment.items()), *argv])
+
+
+def check_env_name(value: str) -> str:
+    if not ENV_NAME_PATTERN.fullmatch(value):
+        raise ValueError(f"invalid environment variable name {value!r}")
+    return value
 
 
 def gantt(start: int, end: int) -> tuple[str, ...]:
@@ -147,6 +203,12 @@ def gantt(start: int, end: int) -> tuple[str, ...]:
 
 def nodes() -> tuple[str, ...]:
     return ("oarnodes", "-J")
+
+
+def host_resources(binding: OarBinding, host: str) -> tuple[str, ...]:
+    """``oarnodes -J`` of one host's resources only (their ``network_address`` among them)."""
+    host_property = check_name(binding.host_property, "host property")
+    return ("oarnodes", "-J", "--sql", f"{host_property}='{check_name(host, 'host name')}'")
 
 
 def show_job(job_id: str) -> tuple[str, ...]:
@@ -184,8 +246,8 @@ def refusal(status: int, output: str, zone: str = "UTC") -> BatchFailure:
         match = _COULD_RUN.search(text)
         if match:
             hint = parse_date(match.group(1), zone)
-    elif (
-        "unlimited" in text.lower() or ("reservations" in text.lower() and "maximum" in text.lower())
+    elif "unlimited" in text.lower() or (
+        "reservations" in text.lower() and "maximum" in text.lower()
     ):
         kind = "in_use"
     elif ("root" in text and "not allowed" in text.lower()) or "user oar" in text.lower():
