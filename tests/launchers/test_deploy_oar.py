@@ -15,6 +15,7 @@ import pytest
 
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.oar import answers, commands
+from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.core.model import ClusterInfo, Submission
 from coorm_bridge.launchers.deploy import deployer_for
 from coorm_bridge.launchers.deploy.base import DeployError, JobStatus
@@ -163,6 +164,26 @@ def test_the_bridge_names_other_properties():
     # without a value, the cluster's name (the adapter's default)
     default = OarDeployer("beta", Submission(kind="oar"), Replay([]))
     assert (default.binding.property, default.binding.value) == ("cluster", "beta")
+
+
+@pytest.mark.parametrize(
+    ("prop", "host_prop", "named"),
+    [
+        ("cluster", "host", {}),
+        ("site", "node", {"cluster_property": "site", "host_property": "node"}),
+    ],
+)
+def test_the_deployer_selects_what_the_bridges_binding_selects(prop, host_prop, named):
+    """Adapter to launcher: the OAR binding's submission, read back by the deployer, selects
+    the same resources; OAR's default names are left out of the answer."""
+    binding = OarBinding(
+        name="a", property=prop, value="nancy", host_property=host_prop, front_end="fe"
+    )
+    submission = binding.submission()
+    assert submission == Submission(kind="oar", cluster="nancy", front_end="fe", **named)
+    oar = OarDeployer("a", submission, Replay([]))
+    assert oar.binding == binding
+    assert oar.remote
 
 
 def test_through_a_front_end_the_run_directory_must_be_shared(tmp_path):
