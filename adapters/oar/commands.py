@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Final
 from zoneinfo import ZoneInfo
@@ -36,6 +36,7 @@ LAUNCHING_DIRECTORY: Final = "/tmp"  # noqa: S108 - nothing is written there
 PLACEHOLDER_COMMAND: Final = "coorm-placeholder"
 JOB_ID: Final = re.compile(r"^[0-9]{1,18}$")
 _CREATED = re.compile(r"^OAR_JOB_ID=([0-9]{1,18})\s*$", re.MULTILINE)
+_UNQUOTABLE = re.compile(r"['\x00-\x1f\x7f]")
 _COULD_RUN = re.compile(r"This reservation could run at ([0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8})")
 
 
@@ -158,17 +159,6 @@ def _words(argv: Sequence[str]) -> str:
     return " ".join([quoted, *(shlex.quote(arg) for arg in rest)])
 
 
-def shell_command(job: JobSpec) -> str:
-    """A job's argument vector and environment as the one command line oarsub takes (oarexec
-    runs it with ``bash -c`` on the first host): assignments, then every word quoted.
-
-    Assignments before the command rather than ``env K=V``: ``env`` (and the shell, for an
-    unquoted first word) would take a first argument with ``=`` in it for one more variable.
-    """
-    assignments = [f"{key}={value}" for key, value in _exports(job)]
-    return " ".join([*assignments, _words(job.argv)])
-
-
 def job_script(job: JobSpec) -> str:
     """A job as a script (what OAR's REST API takes as it is): its environment exported, then
     its argument vector run in place of the shell, every word quoted."""
@@ -177,26 +167,46 @@ def job_script(job: JobSpec) -> str:
 
 
 def submit_inner(
-    binding: OarBinding, job: JobSpec, container: str, user: str | None
+    binding: OarBinding,
+    job: JobSpec,
+    container: str,
+    user: str | None,
+    *,
+    hosts: Sequence[str] = (),
+    output: str | None = None,
+    error: str | None = None,
 ) -> tuple[str, ...]:
-    """``oarsub -t inner=ID`` a job into a container, on its cluster, as ``user``. The command
-    is one argument vector, which oarsub hands to the user's shell on the first node: every
-    word is quoted there (:func:`shlex.join`)."""
-    command = shell_command(job)
+    """``oarsub -t inner=ID`` a job into a container, on its cluster, as ``user``.
+
+    ``hosts``: exactly these hosts (as many as ``job.hosts``: a launcher deploys on the hosts a
+    start granted); ``output``/``error``: the job's files (``-O``/``-E``; OAR replaces
+    ``%jobid%``). The command is one argument vector, which OAR runs on the first node as
+    ``$SHELL -c COMMAND`` (the user's login shell): every word is quoted there
+    (:func:`command_line`).
+    """
+    name = check_name(job.name, "job name")
+    chosen = [check_name(host, "host name") for host in hosts]
+    if chosen and (len(set(chosen)) != job.hosts or len(chosen) != job.hosts):
+        raise ValueError(f"job {name!r} asks for {job.hosts} hosts but names {len(chosen)}")
+    files: list[str] = []
+    for option, path in (("-O", output), ("-E", error)):
+        if path is not None:
+            files += [option, check_path(path, "output file" if option == "-O" else "error file")]
     return (
         *as_user(user),
         "oarsub",
         "-t",
         f"inner={check_job_id(container)}",
         "-n",
-        check_name(job.name, "job name"),
+        name,
         "-d",
-        job.workdir or LAUNCHING_DIRECTORY,
+        check_path(job.workdir or LAUNCHING_DIRECTORY, "working directory"),
         "-p",
-        selection(binding),
+        selection(binding, chosen),
         "-l",
         resources(binding, job.hosts, job.walltime),
-        command,
+        *files,
+        command_line(job.argv, job.environment),
     )
 
 
@@ -211,6 +221,45 @@ def notify_scheduler() -> tuple[str, ...]:
     return ("oarnotify", "Scheduling")
 
 
+def check_path(value: str, what: str) -> str:
+    """A path OAR can use: oarexec puts it between single quotes in its own shell commands
+    (``cd '$dir'``, ``tee -a '$file'``), so a quote or a control character would break them."""
+    if not isinstance(value, str) or not value or _UNQUOTABLE.search(value):
+        raise ValueError(f"invalid {what} {value!r}: no quote or control character")
+    return value
+
+
+def command_line(argv: Sequence[str], environment: Mapping[str, str]) -> str:
+    """``argv`` with its environment as one shell command line, every word quoted.
+
+    OAR runs it as ``$SHELL -c LINE`` with the user's login shell, and exports nothing of the
+    submitter's environment: the variables are set by ``env``, a program, so no shell's own
+    syntax (``export``, ``setenv``) is needed. The words are quoted for POSIX shells
+    (:func:`shlex.join`; csh-family shells read those single quotes too, but not a newline
+    inside them). ``env`` takes every leading ``NAME=VALUE`` word for a variable: a command
+    whose name holds ``=`` would silently not run, so it is refused.
+    """
+    if not argv or not argv[0]:
+        raise ValueError("an empty command")
+    if not environment:
+        # Quoted, a first word with '=' is a command's name, never an assignment.
+        first = shlex.quote(argv[0])
+        if "=" in first and not first.startswith("'"):
+            first = f"'{first}'"
+        return " ".join([first, *(shlex.quote(word) for word in argv[1:])])
+    if "=" in argv[0]:
+        raise ValueError(f"command {argv[0]!r}: a name with '=' would be read by env as a variable")
+    for key in environment:
+        check_env_name(key)
+    return shlex.join(["env", *(f"{k}={v}" for k, v in environment.items()), *argv])
+
+
+def check_env_name(value: str) -> str:
+    if not ENV_NAME_PATTERN.fullmatch(value):
+        raise ValueError(f"invalid environment variable name {value!r}")
+    return value
+
+
 def gantt(start: int, end: int) -> tuple[str, ...]:
     """Every job and reservation placed between two dates (OAR's cheapest full view)."""
     return ("oarstat", "-J", "--gantt", f"{format_date(start)}, {format_date(end)}")
@@ -218,6 +267,12 @@ def gantt(start: int, end: int) -> tuple[str, ...]:
 
 def nodes() -> tuple[str, ...]:
     return ("oarnodes", "-J")
+
+
+def host_resources(binding: OarBinding, host: str) -> tuple[str, ...]:
+    """``oarnodes -J`` of one host's resources only (their ``network_address`` among them)."""
+    host_property = check_name(binding.host_property, "host property")
+    return ("oarnodes", "-J", "--sql", f"{host_property}='{check_name(host, 'host name')}'")
 
 
 def show_job(job_id: str) -> tuple[str, ...]:
