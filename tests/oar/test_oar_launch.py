@@ -81,8 +81,11 @@ def one_part(name: str, script: str) -> str:
 class AsUser(LocalRunner):
     """The commands of a launcher that ``user`` runs (this test runs as root)."""
 
-    def __init__(self, user: str) -> None:
-        super().__init__({"PATH": SBIN_PATH})
+    def __init__(self, user: str, slurm_conf: Path | None = None) -> None:
+        env = {"PATH": SBIN_PATH}
+        if slurm_conf is not None:  # the same runner for Slurm's commands, on that controller
+            env["SLURM_CONF"] = str(slurm_conf)
+        super().__init__(env)
         self.user = user
 
     def run(

@@ -10,6 +10,8 @@ Slurm tests' fixtures); the OAR is the session's.
 from __future__ import annotations
 
 import calendar
+import io
+import json
 import shutil
 import signal
 import tempfile
@@ -21,14 +23,22 @@ import pytest
 
 from coorm_bridge.core.messages import StartEvent
 from coorm_bridge.core.model import Filter, Request
+from coorm_bridge.launchers.app import parse_app
 from coorm_bridge.launchers.client import BridgeClient
+from coorm_bridge.launchers.deploy.oar import OarDeployer
+from coorm_bridge.launchers.deploy.run import Run
+from coorm_bridge.launchers.deploy.slurm import SlurmDeployer
+from coorm_bridge.launchers.display import PlainDisplay
+from coorm_bridge.launchers.rundir import prepare
 from tests import daemons
 from tests.oar.lab import OarInstance
+from tests.oar.test_oar_launch import AsUser
 from tests.slurm import conftest as slurm_lab
 
 pytestmark = [pytest.mark.oar, pytest.mark.slurm, pytest.mark.daemon]
 
 TOKEN = "mixed-site-test-token-0123456789abcdef"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coupled"
 
 
 @pytest.fixture(scope="module")
@@ -168,3 +178,70 @@ def test_one_application_over_oar_and_slurm_starts_once_on_both(site, slurm, oar
         while slurm_reservation(slurm, alpha.reservation) or oar_container(oar, gamma.reservation):
             assert time.monotonic() < deadline, "a placeholder stayed"
             time.sleep(0.5)
+
+
+@pytest.mark.mpi
+def test_the_coupled_example_runs_across_oar_and_slurm(mpi, site, slurm, oar) -> None:  # type: ignore[no-untyped-def]
+    """What coorm-launch does, with its own pieces: the session (a user's, by token), the rigid
+    selection, the start, then one job per cluster through each kind's deployer, as the user
+    (this test runs as root: runuser; Slurm's sbatch into a reservation for that user, OAR's
+    oarsub -t inner, which root may not run) and the coupled
+    example's ranks exchanging checked values across the two batch systems. Its components
+    begin within OAR's scheduling latency of each other."""
+    text = (EXAMPLE / "coupled.toml").read_text()
+    text = text.replace('clusters = ["alpha", "beta"]', 'clusters = ["alpha", "gamma"]')
+    text = text.replace("nodes = { alpha = 2, beta = 1 }", "nodes = { alpha = 2, gamma = 1 }")
+    text = text.replace('clusters = ["beta"]', 'clusters = ["gamma"]')
+    # The lab's OAR nodes are this machine, and oarsh (mpirun's way to them) needs cpusets the
+    # lab turns off: the OAR component's ranks start on its job's first node.
+    text = text.replace('mock = "local" }', 'mock = "local", oar = "local" }')
+    user = oar.users[0]
+    root = oar.workdir(user) / f"mixed-{time.monotonic_ns()}"
+    root.mkdir()
+    shutil.chown(root, user, user)
+    app = parse_app(text, base_dir=EXAMPLE)
+    site.start()
+    with BridgeClient(site.tcp, token=TOKEN, timeout=10) as client:
+        infos = {info.name: info for info in client.clusters()}
+        sid = client.subscribe(Filter(clusters=("alpha", "gamma")), "coupled").session
+        client.request(sid, Request(nodes={"alpha": 2, "gamma": 1}, duration=app.duration))
+        start = follow_until(client, sid)
+        deployers = {
+            "alpha": SlurmDeployer("alpha", infos["alpha"].submission, AsUser(user, slurm.conf)),
+            "gamma": OarDeployer("gamma", infos["gamma"].submission, AsUser(user)),
+        }
+        kinds = {name: info.submission.kind for name, info in infos.items()}
+        directory = prepare(
+            app,
+            sid,
+            start,
+            infos,
+            kinds,
+            address=lambda cluster, host: deployers[cluster].address(host),
+            root=root,
+        )
+        for path in (directory.path, *directory.path.iterdir()):
+            shutil.chown(path, user, user)
+        run = Run(directory, deployers, PlainDisplay(io.StringIO(), io.StringIO()))
+        run.submit(start)
+        deadline = time.monotonic() + 300
+        while not run.poll():
+            assert time.monotonic() < deadline, f"still running: {run.statuses}"
+            time.sleep(0.5)
+        client.done(sid)
+    folder = directory.path
+    jobs = json.loads((folder / "jobs.json").read_text())
+    said = {p.name: p.read_text()[-800:] for p in folder.iterdir() if p.suffix in (".out", ".err")}
+    assert {c: (j["state"], j["exit_code"]) for c, j in jobs.items()} == {
+        "alpha": ("completed", 0),
+        "gamma": ("completed", 0),
+    }, said
+    solver = json.loads((folder / "solver.json").read_text())
+    coupler = json.loads((folder / "coupler.json").read_text())
+    assert (solver["ranks"], coupler["ranks"]) == (4, 2)
+    assert solver["ok"]
+    assert coupler["ok"]
+    assert solver["received"] == coupler["sent"]
+    apart = abs(solver["started"] - coupler["started"])
+    print(f"Slurm's and OAR's components began {apart:.2f} s apart")
+    assert apart <= 15  # within a pass of OAR's scheduler (asked for at once, see Beside OAR)
