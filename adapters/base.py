@@ -300,6 +300,13 @@ class Adapter(ABC):
         hears of it before any session fails) and while it lacks them; the default (batch
         systems that check nothing, the mock) says nothing."""
 
+    def reservation_lead(self) -> int:
+        """Seconds ahead of now a reservation must start to be made as asked. OAR validates a
+        reservation at its scheduler's next pass and moves one that starts earlier to then, so
+        the bridge holds from ``now + lead`` on every cluster of a request; the default is 0
+        (Slurm and the mock make a reservation that starts now as asked)."""
+        return 0
+
     def now(self) -> int:
         """The batch systems' current time in Unix seconds.
 

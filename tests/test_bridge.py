@@ -155,6 +155,35 @@ def test_done_leaves_a_ghost_for_fair_start_then_releases_everything(site):
     assert site.events(sid)[-1].type == "ended"
 
 
+class LeadingAdapter(MockAdapter):
+    """A batch system that makes reservations only from 20 s ahead (as OAR's next pass)."""
+
+    def reservation_lead(self) -> int:
+        return 20
+
+
+def test_placeholders_start_a_reservation_lead_ahead_and_done_before_they_begin_is_a_ghost(
+    tmp_path,
+):
+    site = Site(tmp_path, fair_start=5)  # the ghost would end before its placeholders begin
+    site.adapter = LeadingAdapter(parse_platform(PLATFORM), VirtualClock(T0))
+    site.bridge = Bridge(site.bridge.config, site.adapter, site.store)
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.request(sid, {"c1": 2, "c2": 1}, 1000)
+    site.step(T0 + 2)
+    (start,) = site.events(sid, "start")
+    held = {r.start for c in ("c1", "c2") for r in site.ours(c).values()}
+    assert held == {start.time + 20}  # one start for every cluster, the lead ahead
+    site.bridge.done("alice", sid)  # before its placeholders began
+    site.step(T0 + 3)
+    assert site.state(sid) is AppState.GHOST
+    assert not site.events(sid, "error")
+    site.step(T0 + 40)
+    assert site.state(sid) is AppState.FINISHED
+    assert site.ours("c1") == site.ours("c2") == {}
+
+
 def test_withdraw_before_start_cancels_and_releases_placeholders_held_ahead(site):
     blocker, sid = site.subscribe(), site.subscribe()
     site.step(T0 + 1)

@@ -158,6 +158,27 @@ def test_the_slurm_example_loads():
     assert adapter.links[0].clusters == ("alpha", "beta")
 
 
+def test_the_oar_example_loads_and_so_does_its_rest_variant():
+    path = ROOT / "etc" / "coorm-bridge-oar.toml"
+    text = path.read_text()
+    config = load_config(path)
+    adapter = config.adapter
+    assert adapter.kind == "oar"
+    assert (adapter.backend, adapter.submit_as, adapter.property) == ("cli", "owner", "cluster")
+    assert [(c.name, c.selector) for c in adapter.clusters] == [
+        ("alpha", "alpha"),
+        ("beta", "beta"),
+    ]
+    rest = text.replace('backend = "cli"', 'backend = "rest"').replace(
+        "# [adapter.rest]", "[adapter.rest]"
+    )
+    rest = rest.replace('# url = "https://oar', 'url = "https://oar')
+    config = parse_config(rest, source=str(path), base_dir=path.parent)
+    assert config.adapter.rest.url == "https://oar.example.org/oarapi"
+    with pytest.raises(ConfigError, match=r"adapter.oar: .*\[adapter.rest\]"):
+        parse_config(text.replace('backend = "cli"', 'backend = "rest"'), source="site.toml")
+
+
 def test_slurm_settings_errors_name_the_key(tmp_path):
     text = '[adapter]\nkind = "slurm"\nbackend = "rest"\n[[adapter.cluster]]\nname = "a"\n'
     with pytest.raises(ConfigError, match=r"site.toml: adapter.slurm: .*\[adapter.rest\]"):

@@ -41,7 +41,11 @@ ALLOWED = {
     },
 }
 #: Batch systems plug in through the entry-point group: nothing outside adapters/ names one.
-CONCRETE_ADAPTERS = ("coorm_bridge.adapters.mock", "coorm_bridge.adapters.slurm")
+CONCRETE_ADAPTERS = (
+    "coorm_bridge.adapters.mock",
+    "coorm_bridge.adapters.slurm",
+    "coorm_bridge.adapters.oar",
+)
 #: The one exception: coorm-launch's deployer for a kind of batch system submits with that
 #: adapter's command builders and parsers and the adapters' runners (never the daemon's side),
 #: and only when a cluster of that kind is deployed on.
@@ -165,10 +169,11 @@ def test_the_store_and_the_messages_do_not_need_the_policy(module):
 
 def test_coorm_launch_starts_without_the_heavy_modules():
     """``coorm-launch --check`` and ``--help`` load no numpy, rich, HTTP client or SSH; the
-    loop loads the client but nothing of the daemon, and SSH only to deploy on Slurm."""
+    loop loads the client but nothing of the daemon, and SSH only to deploy on Slurm or OAR."""
     daemon = {"fastapi", "uvicorn", "starlette", "apscheduler", "sqlite3", "prometheus_client"}
     loaded = {name.split(".")[0] for name in loaded_by("import coorm_bridge.launchers.launch")}
     assert not loaded & (daemon | {"numpy", "rich", "requests", "paramiko"})
     loaded = {name.split(".")[0] for name in loaded_by("import coorm_bridge.launchers.loop")}
     assert not loaded & (daemon | {"paramiko", "numpy"})
-    assert "coorm_bridge.adapters.slurm" not in loaded_by("import coorm_bridge.launchers.loop")
+    loop = loaded_by("import coorm_bridge.launchers.loop")
+    assert not {"coorm_bridge.adapters.slurm", "coorm_bridge.adapters.oar"} & loop

@@ -245,6 +245,26 @@ def test_submission_refuses_what_a_launcher_could_not_use(field, value):
     refused(field, lambda: Submission.model_validate({"kind": "slurm", field: value}))
 
 
+def test_submission_names_oar_properties_only_for_oar_and_only_when_set():
+    oar = Submission(kind="oar", cluster="alpha", cluster_property="site", host_property="node")
+    info = ClusterInfo(name="a", hosts=4, submission=oar)
+    assert ClusterInfo.model_validate_json(info.model_dump_json()) == info
+    assert json.loads(info.model_dump_json())["submission"]["host_property"] == "node"
+    # unset, they are left out: a launcher that predates them still reads the answer
+    plain = Submission(kind="oar", cluster="alpha")
+    assert set(plain.model_dump()) == {"kind", "partition", "cluster", "front_end", "slurm_conf"}
+    assert Submission.model_validate(plain.model_dump()) == plain
+    for field in ("cluster_property", "host_property"):
+        refused(field, lambda f=field: Submission.model_validate({"kind": "slurm", f: "x"}))
+        refused(field, lambda f=field: Submission.model_validate({"kind": "oar", f: "a'b"}))
+
+
+def test_submission_schema_describes_every_field_despite_its_serializer():
+    for mode in ("validation", "serialization"):
+        schema = Submission.model_json_schema(mode=mode)
+        assert {"kind", "cluster_property", "host_property"} <= set(schema["properties"]), mode
+
+
 # -- Change --------------------------------------------------------------------------------------
 
 

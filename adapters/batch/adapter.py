@@ -270,7 +270,9 @@ class BatchAdapter(Adapter, Generic[B]):
             if failure.kind == "no_rights":
                 raise LacksRights(message, cluster=cluster, reason=str(failure)) from failure
             if failure.kind in REFUSALS:
-                raise Refused(message, cluster=cluster) from failure
+                raise Refused(
+                    message, cluster=cluster, retry_after=failure.retry_after
+                ) from failure
             if failure.kind == "invalid_user":
                 raise NotPermitted(message, cluster=cluster) from failure
             raise AdapterError(message, cluster=cluster) from failure

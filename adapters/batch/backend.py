@@ -44,11 +44,13 @@ ErrorKind = Literal[
 
 
 class BatchFailure(Exception):
-    """A request the batch system did not carry out, with the kind of reason it gave."""
+    """A request the batch system did not carry out, with the kind of reason it gave, and
+    when it said the same request could succeed (OAR does, for a refused reservation)."""
 
-    def __init__(self, kind: ErrorKind, message: str) -> None:
+    def __init__(self, kind: ErrorKind, message: str, *, retry_after: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
+        self.retry_after = retry_after
 
 
 @dataclass(frozen=True)

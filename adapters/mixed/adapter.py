@@ -214,6 +214,10 @@ class MixedAdapter(Adapter):
             return self.systems[0].adapter.now()
         return int(time.time())
 
+    def reservation_lead(self) -> int:
+        """The largest of the systems': a request's placeholders all start at one time."""
+        return max((system.adapter.reservation_lead() for system in self.systems), default=0)
+
     def speedup(self) -> float | None:
         if len(self.systems) == 1:
             return self.systems[0].adapter.speedup()

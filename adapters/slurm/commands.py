@@ -28,8 +28,9 @@ from dataclasses import dataclass
 from typing import Final
 
 from coorm_bridge.adapters.base import JobSpec, ReservationSpec
+from coorm_bridge.adapters.batch.names import check_name, check_user
 from coorm_bridge.adapters.slurm import parse_text
-from coorm_bridge.core.model import ENV_NAME_PATTERN, NAME_PATTERN, USER_NAME_PATTERN
+from coorm_bridge.core.model import ENV_NAME_PATTERN
 
 #: The environment every command must run with (see the module's docstring).
 ENV: Final[dict[str, str]] = {"TZ": "UTC"}
@@ -41,26 +42,6 @@ TIME_FORMAT: Final = "%Y-%m-%dT%H:%M:%S"
 JOB_ID_PATTERN: Final = re.compile(r"^[0-9]{1,20}(?:_[0-9]{1,10})?$")
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
-
-
-def check_name(value: str, what: str) -> str:
-    """``value`` when it is a valid name (NAME_PATTERN), else ValueError naming ``what``."""
-    if not isinstance(value, str) or not NAME_PATTERN.fullmatch(value):
-        raise ValueError(
-            f"invalid {what} {value!r}: use 1 to 63 letters, digits, '-', '_' or '.', "
-            "starting with a letter or digit"
-        )
-    return value
-
-
-def check_user(value: str) -> str:
-    """``value`` when it is a usable user name (USER_NAME_PATTERN), else ValueError."""
-    if not isinstance(value, str) or not USER_NAME_PATTERN.fullmatch(value):
-        raise ValueError(
-            f"invalid user name {value!r}: up to 255 letters, digits, '_', '.', '@' or '-' and "
-            "a final '$', starting with a letter, digit or '_', not digits alone"
-        )
-    return value
 
 
 def check_job_id(value: str) -> str:

@@ -14,18 +14,23 @@ import re
 import unicodedata
 from collections.abc import Iterable, Mapping
 from types import MappingProxyType
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import (
     AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
+    GetJsonSchemaHandler,
+    SerializerFunctionWrapHandler,
     ValidationError,
     ValidationInfo,
     field_serializer,
     field_validator,
+    model_serializer,
 )
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 #: Cluster and host names end up in batch-system commands: letters, digits, '-', '_', '.' only.
 MAX_NAME = 63
@@ -133,24 +138,61 @@ class Frozen(BaseModel):
     model_config = ConfigDict(frozen=True, extra="forbid")
 
 
+#: Submission fields added after launchers were released: left out of the JSON when unset, so
+#: that an older launcher (whose model refuses unknown fields) still reads a newer bridge's
+#: clusters.
+_OMITTED_WHEN_UNSET = ("cluster_property", "host_property")
+
+
 class Submission(Frozen):
     """How a launcher submits its jobs into the bridge's reservations on one cluster.
 
     The bridge holds the reservations; a launcher runs the jobs. It needs to know which batch
     system takes them and where its commands run: ``kind`` "mock" means the bridge's own front
     end takes them (``POST /v1/sessions/{id}/jobs``); "slurm" and "oar" mean the batch system's
-    own commands (``sbatch --reservation``), on ``front_end`` over SSH or on the bridge's host.
+    own commands (``sbatch --reservation``, ``oarsub -t inner=ID``), on ``front_end`` over SSH
+    or on the bridge's host.
     """
 
     kind: Literal["mock", "slurm", "oar"]
     partition: Name | None = None
     """Slurm: the partition to submit to (``-p``)."""
     cluster: Name | None = None
-    """Slurm: the cluster of a slurmdbd multi-cluster setup (``-M``)."""
+    """Slurm: the cluster of a slurmdbd multi-cluster setup (``-M``); OAR: the value of the
+    cluster property of its resources."""
     front_end: Annotated[str, Field(min_length=1, max_length=255)] | None = None
     """The host where the batch commands run (over SSH); None: the bridge's host."""
     slurm_conf: Annotated[str, Field(min_length=1, max_length=4095)] | None = None
     """Slurm: the ``SLURM_CONF`` to run the commands with, on the front end."""
+    cluster_property: Name | None = None
+    """OAR: the resource property whose value (``cluster``) selects the cluster's resources
+    (None: ``cluster``, OAR's own convention)."""
+    host_property: Name | None = None
+    """OAR: the resource property that names a host (None: ``host``, OAR's default)."""
+
+    @field_validator("cluster_property", "host_property")
+    @classmethod
+    def _oar_only(cls, value: str | None, info: ValidationInfo) -> str | None:
+        kind = info.data.get("kind")
+        if value is not None and kind != "oar":
+            raise ValueError(f"OAR only (kind is {kind!r})")
+        return value
+
+    @model_serializer(mode="wrap")
+    def _without_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        for name in _OMITTED_WHEN_UNSET:
+            if dumped.get(name, 0) is None:
+                del dumped[name]
+        return dumped
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The fields, as without the serializer above (whose ``dict`` would hide them from
+        the OpenAPI description)."""
+        return handler(cast(CoreSchema, {k: v for k, v in schema.items() if k != "serialization"}))
 
 
 class ClusterInfo(Frozen):

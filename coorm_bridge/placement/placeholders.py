@@ -57,6 +57,9 @@ class Placeholders:
         assert row.request is not None
         assert not self.store.in_transaction, "no batch-system call inside a store transaction"
         nodes = row.request.nodes
+        # A batch system that places a reservation only at its next pass (OAR) moves one that
+        # starts now to when it got to it: hold from when it will have, on every cluster alike.
+        start = max(start, now + self.adapter.reservation_lead())
         end = start + row.request.duration
         current = {p.cluster: p for p in self.store.placeholders(row.id)}
         usable = set(current) == set(nodes) and all(p.status is HELD for p in current.values())
@@ -76,7 +79,7 @@ class Placeholders:
             except AdapterError as error:
                 log.info("session %s: moving its placeholders failed (%s)", row.id, error)
         self.release(row.id)
-        return self._create(row, nodes, max(start, now), end)
+        return self._create(row, nodes, start, end)
 
     def _update(
         self,
@@ -89,8 +92,9 @@ class Placeholders:
         assert row.request is not None
         held: dict[str, PlaceholderRow] = {}
         for cluster, old in sorted(current.items()):
-            begun = old.start <= now
-            want_start = old.start if begun else max(start, now)
+            # Begun, or too close to move: a start within the lead would be OAR's, not ours.
+            begun = old.start <= now + self.adapter.reservation_lead()
+            want_start = old.start if begun else start
             hosts = row.request.nodes[cluster]
             if (old.start, old.end, old.hosts) == (want_start, end, hosts):
                 held[cluster] = old
@@ -214,7 +218,9 @@ class Placeholders:
             spec = ReservationSpec(
                 name=old.name,
                 start=old.start,
-                end=until,
+                # Done before its placeholder began (held from the adapter's reservation lead
+                # on): the shortest reservation there is, released when the ghost expires.
+                end=max(until, old.start + 1),
                 hosts=old.hosts,
                 host_names=old.host_names,
                 users=(row.owner,),

@@ -34,7 +34,11 @@ def deployer_for(info: ClusterInfo, front_end: Callable[[], Any], session: str) 
         from coorm_bridge.launchers.deploy.mock import MockDeployer  # noqa: PLC0415
 
         return MockDeployer(info.name, front_end(), session)
+    if kind == "oar":
+        from coorm_bridge.launchers.deploy.oar import OarDeployer  # noqa: PLC0415
+
+        return OarDeployer(info.name, submission)
     raise DeployError(
-        f"{info.name}: submission kind {kind!r} is not supported by coorm-launch yet "
-        "(it deploys on 'mock' and 'slurm')"
+        f"{info.name}: submission kind {kind!r} is not supported by coorm-launch "
+        "(it deploys on 'mock', 'slurm' and 'oar')"
     )

@@ -14,12 +14,11 @@ with the launcher (a home directory, say): the launcher checks that the front-en
 from __future__ import annotations
 
 import getpass
-import shlex
 
 from pydantic import ValidationError
 
 from coorm_bridge.adapters.base import AdapterError, JobSpec, Unavailable
-from coorm_bridge.adapters.batch.runner import Completed, LocalRunner, Runner, SshRunner, SshTarget
+from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm import answers, commands
 from coorm_bridge.adapters.slurm.commands import Target
 from coorm_bridge.core.model import describe
@@ -29,6 +28,7 @@ from coorm_bridge.launchers.deploy.base import (
     JobStatus,
     SubmissionInfo,
 )
+from coorm_bridge.launchers.deploy.front_end import check_shared, runner_for, said
 from coorm_bridge.launchers.rundir import JobPlan
 
 #: Seconds one Slurm command may take (slurmctld answers in well under a second; a restart
@@ -46,17 +46,12 @@ class SlurmDeployer(Deployer):
         super().__init__(cluster)
         self.target = Target(cluster=submission.cluster, partition=submission.partition)
         env = {} if submission.slurm_conf is None else {"SLURM_CONF": submission.slurm_conf}
-        if runner is None:
-            if submission.front_end is None:
-                runner = LocalRunner(env)
-            else:
-                runner = SshRunner(SshTarget(host=submission.front_end), env)
-        self.runner = runner
+        self.runner = runner or runner_for(submission.front_end, env)
         self.remote = submission.front_end is not None
 
     def submit(self, plan: JobPlan, time_limit: int) -> str:
         if self.remote:
-            self._check_shared(plan)
+            check_shared(self.runner, self.cluster, plan, TIMEOUT)
         try:
             job = JobSpec(
                 name=plan.component,
@@ -81,7 +76,7 @@ class SlurmDeployer(Deployer):
             raise DeployError(f"{self.cluster}: cannot submit: {error}") from error
         done = self._run(argv)
         if not done.ok:
-            raise DeployError(f"{self.cluster}: sbatch refused the job: {_said(done)}")
+            raise DeployError(f"{self.cluster}: sbatch refused the job: {said(done)}")
         try:
             return answers.parse_job_id(done.stdout)
         except ValueError as error:
@@ -94,7 +89,7 @@ class SlurmDeployer(Deployer):
                 return JobStatus(
                     "unknown", None, f"Slurm no longer knows job {job} (past MinJobAge)"
                 )
-            raise DeployError(f"{self.cluster}: scontrol show job {job}: {_said(done)}")
+            raise DeployError(f"{self.cluster}: scontrol show job {job}: {said(done)}")
         try:
             record = answers.parse_job(done.stdout)
         except ValueError as error:
@@ -104,7 +99,7 @@ class SlurmDeployer(Deployer):
     def cancel(self, job: str) -> None:
         done = self._run(commands.scancel(self.target, job))
         if not done.ok:
-            raise DeployError(f"{self.cluster}: scancel {job}: {_said(done)}")
+            raise DeployError(f"{self.cluster}: scancel {job}: {said(done)}")
 
     def address(self, host: str) -> str:
         """The node's ``NodeAddr`` (its name when Slurm does not say)."""
@@ -119,17 +114,3 @@ class SlurmDeployer(Deployer):
             return self.runner.run(argv, env=commands.ENV, timeout=TIMEOUT)
         except (Unavailable, AdapterError) as error:
             raise DeployError(f"{self.cluster}: {error}") from error
-
-    def _check_shared(self, plan: JobPlan) -> None:
-        """The front-end must see the run directory the launcher wrote."""
-        done = self._run(("test", "-r", plan.environment["COORM_RUN_JSON"]))
-        if not done.ok:
-            raise DeployError(
-                f"{self.cluster}: the front-end does not see {shlex.quote(str(plan.workdir))}: "
-                "put deployment.run_root on a file system it shares with this host"
-            )
-
-
-def _said(done: Completed) -> str:
-    text = (done.stderr or done.stdout).strip()
-    return text[-600:] or f"exit status {done.returncode}"

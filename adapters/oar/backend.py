@@ -1,0 +1,184 @@
+"""What every OAR back-end shares: an OAR server read whole at once, placeholders found by name,
+moved by re-submission (:mod:`.moves`), jobs put into them with ``-t inner``.
+
+The commands (:mod:`.cli_backend`) and the REST API (:mod:`.rest_backend`) supply only the
+primitives: read the server, submit a reservation or an inner job, delete a job, read one job,
+and (commands only) change a walltime.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from abc import abstractmethod
+from collections.abc import Callable, Hashable, Sequence
+
+from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
+from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware, Read, ReadFailure
+from coorm_bridge.adapters.oar import parse
+from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.adapters.oar.moves import Mover
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two requests for a scheduler pass (:meth:`OarBackend.nudge`).
+NUDGE_EVERY = 5
+
+
+class OarBackend(Backend[OarBinding]):
+    """``submit_as``: "owner" (each placeholder is its owner's job) or one account's name."""
+
+    def __init__(
+        self,
+        *,
+        submit_as: str = "owner",
+        horizon: int = 30 * 86400,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.submit_as = submit_as
+        self.horizon = horizon
+        self.mover = Mover(self, clock)
+        self._nudged = 0
+
+    # -- primitives ---------------------------------------------------------------------------
+
+    @abstractmethod
+    def whole(
+        self, binding: OarBinding, now: int
+    ) -> tuple[list[parse.Resource], list[parse.JobRecord]]:
+        """The server's resources and every job placed from ``now`` to the horizon."""
+
+    @abstractmethod
+    def resources(self, binding: OarBinding) -> list[parse.Resource]:
+        """Every resource of the server."""
+
+    @abstractmethod
+    def submit_reservation(self, binding: OarBinding, spec: ReservationSpec) -> str:
+        """A container reservation named ``spec.name``, as :meth:`owner`; its job id."""
+
+    @abstractmethod
+    def submit_inner(self, binding: OarBinding, job: JobSpec, container: str) -> str:
+        """``job`` into the container job ``container``, as ``job.user``; its job id."""
+
+    @abstractmethod
+    def delete_job(self, job: parse.JobRecord) -> None:
+        """Delete a job (one already gone is no error)."""
+
+    @abstractmethod
+    def job(self, job_id: str) -> parse.JobRecord | None:
+        """One job, finished or not (None: OAR does not know it)."""
+
+    def notify(self) -> None:
+        """Ask OAR's scheduler for a pass now; by default it cannot be asked (see :meth:`nudge`)."""
+
+    def nudge(self, jobs: Sequence[parse.JobRecord], now: int) -> None:
+        """Ask for a scheduler pass when OAR is late for the bridge: a container whose start has
+        come and not begun, or a job waiting in a container that has. Almighty runs its
+        scheduler on a submission or deletion, else only every 60 s (hard-coded): a container
+        starts up to a minute late, and the jobs submitted into it before it began wait for the
+        pass after (measured: 48 s and 110 s after the start). At most once per
+        :data:`NUDGE_EVERY` seconds."""
+        if now < self._nudged + NUDGE_EVERY:
+            return
+        running = {j.id for j in jobs if j.is_reservation and j.state == "Running"}
+        late = any(
+            (j.is_reservation and j.state == "Waiting" and j.start is not None and j.start <= now)
+            or (j.state == "Waiting" and j.container in running)
+            for j in jobs
+        )
+        if late:
+            self._nudged = now
+            try:
+                self.notify()
+            except (BatchFailure, AdapterError) as failure:
+                log.info("OAR's scheduler could not be asked for a pass: %s", failure)
+
+    def extend(self, job: parse.JobRecord, seconds: int) -> None:
+        """Change a running job's walltime; by default OAR cannot be asked."""
+        raise BatchFailure("other", f"OAR job {job.id}: its walltime cannot be changed this way")
+
+    # -- shared -------------------------------------------------------------------------------
+
+    def owner(self, users: Sequence[str]) -> str:
+        """Who submits a placeholder for these users."""
+        return users[0] if self.submit_as == "owner" else self.submit_as
+
+    def hardware(self, binding: OarBinding) -> Hardware:
+        return parse.hardware(parse.in_cluster(self.resources(binding), binding))
+
+    def source(self, binding: OarBinding) -> Hashable:
+        return "oar"  # one server answers for all its clusters
+
+    def read(self, binding: OarBinding, now: int) -> Read:
+        resources, jobs = self.whole(binding, now)
+        return parse.cluster_read(binding, resources, jobs, now)
+
+    def read_all(self, bindings: Sequence[OarBinding], now: int) -> dict[str, Read | ReadFailure]:
+        """One read of the server for all its clusters."""
+        if not bindings:
+            return {}
+        try:
+            resources, jobs = self.whole(bindings[0], now)
+        except (BatchFailure, ValueError, AdapterError) as failure:
+            return dict.fromkeys((b.name for b in bindings), failure)
+        self.nudge(jobs, now)
+        results: dict[str, Read | ReadFailure] = {}
+        for binding in bindings:
+            try:
+                results[binding.name] = parse.cluster_read(binding, resources, jobs, now)
+            except ValueError as failure:
+                results[binding.name] = failure
+        return results
+
+    def held(
+        self, binding: OarBinding, name: str, now: int
+    ) -> list[tuple[parse.JobRecord, Reservation]]:
+        """The live containers named ``name`` on this cluster, oldest first."""
+        resources, jobs = self.whole(binding, now)
+        host_of = parse.host_names(parse.in_cluster(resources, binding))
+        found = []
+        for job in sorted(jobs, key=lambda j: int(j.id)):
+            made = parse.held(job, host_of) if job.name == name else None
+            if made is not None and made.name == name:
+                found.append((job, made))
+        return found
+
+    def reservation(self, binding: OarBinding, name: str) -> Reservation | None:
+        found = self.held(binding, name, self.mover.now())
+        return found[-1][1] if found else None  # during a move, the newer one
+
+    def create_reservation(self, binding: OarBinding, spec: ReservationSpec) -> None:
+        self.submit_reservation(binding, spec)
+
+    def update_reservation(
+        self, binding: OarBinding, spec: ReservationSpec, *, begun: bool = False
+    ) -> None:
+        self.mover.update(binding, spec, begun=begun)
+
+    def delete_reservation(self, binding: OarBinding, name: str) -> None:
+        found = self.held(binding, name, self.mover.now())
+        if not found:
+            raise BatchFailure("no_such_reservation", f"no reservation named {name}")
+        for job, _ in found:
+            self.delete_job(job)
+
+    def submit(self, binding: OarBinding, job: JobSpec) -> str:
+        if job.reservation is None:
+            raise ValueError("OAR jobs through the bridge go into a placeholder")
+        found = self.held(binding, job.reservation, self.mover.now())
+        if not found:
+            raise BatchFailure("no_such_reservation", f"no reservation named {job.reservation}")
+        return self.submit_inner(binding, job, found[-1][0].id)
+
+    def cancel(self, binding: OarBinding, job_id: str) -> None:
+        record = self.job(job_id)
+        if record is not None and record.state in parse.LIVE | {"Hold"}:
+            self.delete_job(record)
+
+    def job_state(self, binding: OarBinding, job_id: str) -> JobState:
+        record = self.job(job_id)
+        if record is None:
+            return JobState.UNKNOWN
+        if record.state == "Terminated" and record.exit_code not in (0, None):
+            return JobState.FAILED
+        return parse.STATES.get(record.state, JobState.UNKNOWN)

@@ -1,0 +1,152 @@
+"""``kill -9`` of a real ``coorm-bridge serve`` beside the test OAR while it holds placeholders
+(containers) for two started sessions: OAR keeps them, the restarted daemon finds every one
+where it left it (OAR reports a begun reservation from when it launched it; the bridge's
+promise is the start it asked) and re-creates none, deletes an orphan named like its own, and
+when the sessions end no placeholder is left in OAR.
+
+OAR is read with its own command (``oarstat -J``), never through the bridge. Sessions belong to
+a test user (a token over TCP): OAR lets root submit nothing. The daemons are stopped by PID.
+"""
+
+from __future__ import annotations
+
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from coorm_bridge.core.messages import Event
+from coorm_bridge.core.model import Filter, Request
+from coorm_bridge.launchers.client import BridgeClient
+from tests import daemons
+from tests.oar.lab import OarInstance
+
+pytestmark = [pytest.mark.oar, pytest.mark.daemon]
+
+TOKEN = "oar-daemon-test-token-0123456789abcdef"
+HOSTS = 4  # of 8 per cluster: both sessions start at once
+LIVE = ("Waiting", "toLaunch", "Launching", "Running", "toAckReservation", "Hold")
+
+
+def config(oar: OarInstance, port: int) -> str:
+    clusters = "".join(f'[[adapter.cluster]]\nname = "{c}"\n' for c in oar.clusters)
+    return f"""
+[bridge]
+socket = "bridge.sock"
+state_dir = "state"
+[bridge.tcp]
+host = "127.0.0.1"
+port = {port}
+[bridge.tokens]
+"{TOKEN}" = "{oar.users[0]}"
+[policy]
+interval = 0.5
+fair_start = 3
+[placement]
+poll_interval = 1
+horizon = 3600
+[adapter]
+kind = "oar"
+reservation_lead = 5
+{clusters}"""
+
+
+@pytest.fixture
+def daemon(oar: OarInstance) -> Iterator[daemons.Daemon]:
+    oar.reset()
+    folder = Path(tempfile.mkdtemp(prefix="cbo-", dir="/tmp"))
+    port = daemons.free_port()
+    made = daemons.Daemon(folder, config(oar, port), port=port)
+    try:
+        yield made
+    finally:
+        made.stop(signal.SIGKILL)
+        if made.log.exists():
+            noted = [line for line in made.log.read_text().splitlines() if " INFO " not in line]
+            print("daemon log, but its INFO lines:", *noted, sep="\n  ")
+        oar.reset()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def containers(oar: OarInstance) -> dict[str, tuple[str, str]]:
+    """The live containers named like the bridge's: name -> (OAR job id, state)."""
+    return {
+        job["name"]: (job_id, job["state"])
+        for job_id, job in oar.active_jobs().items()
+        if job["state"] in LIVE
+        and "container" in job["types"]
+        and str(job["name"]).startswith("coorm-")
+    }
+
+
+def wait_for(client: BridgeClient, sid: str, kind: str, timeout: float = 90) -> Event:
+    deadline, after = time.monotonic() + timeout, 0
+    while time.monotonic() < deadline:
+        for event in client.events(sid, after=after, wait=5):
+            after = event.seq
+            assert event.type not in ("killed", "error", "withdrawn"), event
+            if event.type == kind:
+                return event
+    raise AssertionError(f"no {kind} event for {sid} within {timeout} s")
+
+
+def steady(oar: OarInstance, count: int, timeout: float = 90) -> dict[str, tuple[str, str]]:
+    """OAR's containers once there are ``count`` and they stayed the same for 3 s."""
+    deadline, last, same = time.monotonic() + timeout, None, 0
+    while time.monotonic() < deadline:
+        now = {name: job_id for name, (job_id, _) in containers(oar).items()}
+        same = same + 1 if now == last and len(now) == count else 0
+        if same >= 3:
+            return containers(oar)
+        last = now
+        time.sleep(1)
+    raise AssertionError(f"OAR's containers did not settle on {count}: {last}")
+
+
+def test_kill_9_leaves_no_placeholder_orphaned_in_oar(oar: OarInstance, daemon) -> None:  # type: ignore[no-untyped-def]
+    daemon.start()
+    clusters = tuple(oar.clusters)
+    with BridgeClient(daemon.tcp, token=TOKEN, timeout=10) as client:
+        first = client.subscribe(Filter(clusters=clusters), "first").session
+        client.request(first, Request(nodes=dict.fromkeys(clusters, HOSTS), duration=1800))
+        wait_for(client, first, "start")
+        second = client.subscribe(Filter(clusters=clusters), "second").session
+        client.request(second, Request(nodes=dict.fromkeys(clusters, HOSTS), duration=600))
+        wait_for(client, second, "start")
+    held = steady(oar, 4)  # two per session
+    owners = {oar.job(int(job_id))["owner"] for job_id, _ in held.values()}
+    assert owners == {oar.users[0]}
+    instance = next(iter(held)).split("-")[1]
+
+    daemon.kill()
+    orphan = f"coorm-{instance}-nosuchsession-alpha"
+    oar.submit(
+        "-r",
+        time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(time.time() + 7200)),
+        "-t",
+        "container",
+        "-t",
+        "noop",
+        "-n",
+        orphan,
+        "-p",
+        "cluster='alpha'",
+        "-l",
+        "/host=1,walltime=0:10:00",
+        user=oar.users[0],
+    )
+    daemon.start()
+    after = steady(oar, 4)
+    assert {n: j for n, (j, _) in after.items()} == {n: j for n, (j, _) in held.items()}
+    assert orphan not in after  # deleted: named like the bridge's, owned by no session
+
+    log = daemon.log.read_text()
+    assert "not restored" not in log
+    with BridgeClient(daemon.tcp, token=TOKEN, timeout=10) as client:
+        client.done(second)
+        client.done(first)
+    steady(oar, 0, timeout=60)
