@@ -37,6 +37,7 @@ class OarBackend(Backend[OarBinding]):
     ) -> None:
         self.submit_as = submit_as
         self.horizon = horizon
+        self.clock = clock
         self.mover = Mover(self, clock)
         self._nudged = 0
 
@@ -99,6 +100,10 @@ class OarBackend(Backend[OarBinding]):
 
     # -- shared -------------------------------------------------------------------------------
 
+    def now(self) -> int:
+        """The clock placeholders are looked up at (the host's: OAR runs on it)."""
+        return int(self.clock())
+
     def owner(self, users: Sequence[str]) -> str:
         """Who submits a placeholder for these users."""
         return users[0] if self.submit_as == "owner" else self.submit_as
@@ -144,7 +149,7 @@ class OarBackend(Backend[OarBinding]):
         return found
 
     def reservation(self, binding: OarBinding, name: str) -> Reservation | None:
-        found = self.held(binding, name, self.mover.now())
+        found = self.held(binding, name, self.now())
         return found[-1][1] if found else None  # during a move, the newer one
 
     def create_reservation(self, binding: OarBinding, spec: ReservationSpec) -> None:
@@ -156,7 +161,7 @@ class OarBackend(Backend[OarBinding]):
         self.mover.update(binding, spec, begun=begun)
 
     def delete_reservation(self, binding: OarBinding, name: str) -> None:
-        found = self.held(binding, name, self.mover.now())
+        found = self.held(binding, name, self.now())
         if not found:
             raise BatchFailure("no_such_reservation", f"no reservation named {name}")
         for job, _ in found:
@@ -165,7 +170,7 @@ class OarBackend(Backend[OarBinding]):
     def submit(self, binding: OarBinding, job: JobSpec) -> str:
         if job.reservation is None:
             raise ValueError("OAR jobs through the bridge go into a placeholder")
-        found = self.held(binding, job.reservation, self.mover.now())
+        found = self.held(binding, job.reservation, self.now())
         if not found:
             raise BatchFailure("no_such_reservation", f"no reservation named {job.reservation}")
         return self.submit_inner(binding, job, found[-1][0].id)

@@ -18,26 +18,21 @@ job.
 
 from __future__ import annotations
 
-import getpass
 import json
 import threading
 from typing import Any
 
-from pydantic import ValidationError
-
-from coorm_bridge.adapters.base import AdapterError, JobSpec, Unavailable
-from coorm_bridge.adapters.batch.runner import Completed, Runner
+from coorm_bridge.adapters.base import JobSpec
+from coorm_bridge.adapters.batch.runner import Runner
 from coorm_bridge.adapters.oar import answers, commands
 from coorm_bridge.adapters.oar.binding import CLUSTER_PROPERTY, HOST_PROPERTY, OarBinding
-from coorm_bridge.core.model import describe
 from coorm_bridge.launchers.deploy.base import (
-    Deployer,
     DeployError,
     JobStatus,
     State,
     SubmissionInfo,
 )
-from coorm_bridge.launchers.deploy.front_end import check_shared, runner_for, said
+from coorm_bridge.launchers.deploy.front_end import CommandDeployer, runner_for, said
 from coorm_bridge.launchers.rundir import JobPlan
 
 #: Seconds one OAR command may take (each is a Perl program that opens the database: well under
@@ -66,14 +61,16 @@ STATES: dict[str, State] = {
 }
 
 
-class OarDeployer(Deployer):
+class OarDeployer(CommandDeployer):
     kind = "oar"
     unit = 1  # OAR's walltime is in seconds
+    tool = "oarsub"
+    timeout = TIMEOUT
+    environment = commands.ENV
 
     def __init__(
         self, cluster: str, submission: SubmissionInfo, runner: Runner | None = None
     ) -> None:
-        super().__init__(cluster)
         front_end = submission.front_end
         self.binding = OarBinding(
             name=cluster,
@@ -82,8 +79,7 @@ class OarDeployer(Deployer):
             host_property=submission.host_property or HOST_PROPERTY,
             front_end=front_end,
         )
-        self.runner = runner or runner_for(front_end)
-        self.remote = front_end is not None
+        super().__init__(cluster, runner or runner_for(front_end), remote=front_end is not None)
         self._addresses: dict[str, str] = {}
         self._lock = threading.Lock()
 
@@ -102,46 +98,31 @@ class OarDeployer(Deployer):
     def submit(self, plan: JobPlan, time_limit: int) -> str:
         if plan.reservation is None:
             raise DeployError(f"{self.cluster}: the start names no placeholder to submit into")
-        if self.remote:
-            check_shared(self.runner, self.cluster, plan, TIMEOUT)
+        return super().submit(plan, time_limit)
+
+    def walltime(self, time_limit: int) -> int:
         walltime = time_limit - SCHEDULING_MARGIN
         if walltime <= 0:
             raise DeployError(
                 f"{self.cluster}: too late to submit: {time_limit} s left, and OAR needs "
                 f"{SCHEDULING_MARGIN} s to place a job in its container"
             )
-        container = self.container(plan.reservation)
-        try:
-            job = JobSpec(
-                name=plan.component,
-                user=getpass.getuser(),
-                argv=plan.argv,
-                hosts=len(plan.hosts),
-                walltime=walltime,
-                reservation=plan.reservation,
-                workdir=str(plan.workdir),
-                environment=dict(plan.environment),
-            )
-            argv = commands.submit_inner(
-                self.binding,
-                job,
-                container,
-                None,  # the user who runs the launcher (see the module's docstring)
-                hosts=plan.hosts,
-                output=str(plan.stdout),
-                error=str(plan.stderr),
-            )
-        except ValidationError as error:
-            raise DeployError(f"{self.cluster}: cannot submit: {describe(error)}") from None
-        except ValueError as error:
-            raise DeployError(f"{self.cluster}: cannot submit: {error}") from error
-        done = self._run(argv)
-        if not done.ok:
-            raise DeployError(f"{self.cluster}: oarsub refused the job: {said(done)}")
-        try:
-            return commands.created_job_id(done.stdout)
-        except ValueError as error:
-            raise DeployError(f"{self.cluster}: {error}") from error
+        return walltime
+
+    def command(self, plan: JobPlan, job: JobSpec) -> tuple[str, ...]:
+        assert job.reservation is not None  # submit checked it
+        return commands.submit_inner(
+            self.binding,
+            job,
+            self.container(job.reservation),
+            None,  # the user who runs the launcher (see the module's docstring)
+            hosts=plan.hosts,
+            output=str(plan.stdout),
+            error=str(plan.stderr),
+        )
+
+    def job_id(self, output: str) -> str:
+        return commands.created_job_id(output)
 
     # -- watching -----------------------------------------------------------------------------
 
@@ -173,17 +154,6 @@ class OarDeployer(Deployer):
                     found = None
                 self._addresses[host] = found or host
             return self._addresses[host]
-
-    def close(self) -> None:
-        self.runner.close()
-
-    # -- commands -----------------------------------------------------------------------------
-
-    def _run(self, argv: tuple[str, ...]) -> Completed:
-        try:
-            return self.runner.run(argv, env=commands.ENV, timeout=TIMEOUT)
-        except (Unavailable, AdapterError) as error:
-            raise DeployError(f"{self.cluster}: {error}") from error
 
     def _json(self, argv: tuple[str, ...]) -> Any:
         """What a command printed, as JSON; nothing is an empty object (oarstat prints nothing

@@ -13,22 +13,16 @@ with the launcher (a home directory, say): the launcher checks that the front-en
 
 from __future__ import annotations
 
-import getpass
-
-from pydantic import ValidationError
-
-from coorm_bridge.adapters.base import AdapterError, JobSpec, Unavailable
-from coorm_bridge.adapters.batch.runner import Completed, Runner
+from coorm_bridge.adapters.base import JobSpec
+from coorm_bridge.adapters.batch.runner import Runner
 from coorm_bridge.adapters.slurm import answers, commands
 from coorm_bridge.adapters.slurm.commands import Target
-from coorm_bridge.core.model import describe
 from coorm_bridge.launchers.deploy.base import (
-    Deployer,
     DeployError,
     JobStatus,
     SubmissionInfo,
 )
-from coorm_bridge.launchers.deploy.front_end import check_shared, runner_for, said
+from coorm_bridge.launchers.deploy.front_end import CommandDeployer, runner_for, said
 from coorm_bridge.launchers.rundir import JobPlan
 
 #: Seconds one Slurm command may take (slurmctld answers in well under a second; a restart
@@ -36,51 +30,32 @@ from coorm_bridge.launchers.rundir import JobPlan
 TIMEOUT = 30
 
 
-class SlurmDeployer(Deployer):
+class SlurmDeployer(CommandDeployer):
     kind = "slurm"
     unit = 60  # Slurm's --time is in minutes
+    tool = "sbatch"
+    timeout = TIMEOUT
+    environment = commands.ENV
 
     def __init__(
         self, cluster: str, submission: SubmissionInfo, runner: Runner | None = None
     ) -> None:
-        super().__init__(cluster)
         self.target = Target(cluster=submission.cluster, partition=submission.partition)
         env = {} if submission.slurm_conf is None else {"SLURM_CONF": submission.slurm_conf}
-        self.runner = runner or runner_for(submission.front_end, env)
-        self.remote = submission.front_end is not None
+        runner = runner or runner_for(submission.front_end, env)
+        super().__init__(cluster, runner, remote=submission.front_end is not None)
 
-    def submit(self, plan: JobPlan, time_limit: int) -> str:
-        if self.remote:
-            check_shared(self.runner, self.cluster, plan, TIMEOUT)
-        try:
-            job = JobSpec(
-                name=plan.component,
-                user=getpass.getuser(),
-                argv=plan.argv,
-                hosts=len(plan.hosts),
-                walltime=time_limit,
-                reservation=plan.reservation,
-                workdir=str(plan.workdir),
-                environment=dict(plan.environment),
-            )
-            argv = commands.sbatch(
-                self.target,
-                job,
-                nodelist=plan.hosts,
-                output=str(plan.stdout),
-                error=str(plan.stderr),
-            )
-        except ValidationError as error:
-            raise DeployError(f"{self.cluster}: cannot submit: {describe(error)}") from None
-        except ValueError as error:
-            raise DeployError(f"{self.cluster}: cannot submit: {error}") from error
-        done = self._run(argv)
-        if not done.ok:
-            raise DeployError(f"{self.cluster}: sbatch refused the job: {said(done)}")
-        try:
-            return answers.parse_job_id(done.stdout)
-        except ValueError as error:
-            raise DeployError(f"{self.cluster}: {error}") from error
+    def command(self, plan: JobPlan, job: JobSpec) -> tuple[str, ...]:
+        return commands.sbatch(
+            self.target,
+            job,
+            nodelist=plan.hosts,
+            output=str(plan.stdout),
+            error=str(plan.stderr),
+        )
+
+    def job_id(self, output: str) -> str:
+        return answers.parse_job_id(output)
 
     def status(self, job: str) -> JobStatus:
         done = self._run(commands.show_job(self.target, job))
@@ -105,12 +80,3 @@ class SlurmDeployer(Deployer):
         """The node's ``NodeAddr`` (its name when Slurm does not say)."""
         done = self._run(commands.show_node(self.target, host))
         return (answers.node_address(done.stdout) if done.ok else None) or host
-
-    def close(self) -> None:
-        self.runner.close()
-
-    def _run(self, argv: tuple[str, ...]) -> Completed:
-        try:
-            return self.runner.run(argv, env=commands.ENV, timeout=TIMEOUT)
-        except (Unavailable, AdapterError) as error:
-            raise DeployError(f"{self.cluster}: {error}") from error
