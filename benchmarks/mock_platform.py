@@ -13,13 +13,13 @@ from __future__ import annotations
 
 import argparse
 import time
-from pathlib import Path
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.adapters.mock.traces import trace_path
 
-DATA = Path(__file__).resolve().parent.parent / "tests" / "data"
+DATA = trace_path("nasa").parent
 START = 1_700_000_000
 
 PLATFORM = """

@@ -2,7 +2,6 @@
 
 import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -19,8 +18,9 @@ from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock, WallClock
 from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
 from coorm_bridge.adapters.mock.swf import read_swf, replay_jobs
+from coorm_bridge.adapters.mock.traces import trace_path
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = trace_path("nasa").parent
 NASA = DATA / "NASA-iPSC-1993-3.1-cln.swf.gz"
 T0 = 1_000_000
 

@@ -22,10 +22,11 @@ from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.journal import FILE_NAME, Anchor, Journal
 from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
 from coorm_bridge.adapters.mock.plugin import MockSettings, create, resume
+from coorm_bridge.adapters.mock.traces import trace_path
 from coorm_bridge.adapters.registry import AdapterContext
 from coorm_bridge.core.model import Link
 
-DATA = Path(__file__).resolve().parents[1] / "data"
+DATA = trace_path("nasa").parent
 T0 = 1_700_000_000
 TRACED = f"""
 start = {T0}

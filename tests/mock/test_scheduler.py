@@ -5,7 +5,6 @@ import contextlib
 import copy
 import itertools
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,10 +17,11 @@ from coorm_bridge.adapters.mock.scheduler import (
     SchedulingPolicy,
 )
 from coorm_bridge.adapters.mock.swf import read_swf, replay_jobs
+from coorm_bridge.adapters.mock.traces import trace_path
 
 CBF = SchedulingPolicy.CONSERVATIVE
 EASY = SchedulingPolicy.EASY
-NASA = Path(__file__).resolve().parent.parent / "data" / "NASA-iPSC-1993-3.1-cln.swf.gz"
+NASA = trace_path("nasa")
 
 
 def cluster(hosts=4, policy=CBF, start=0):

@@ -2,7 +2,6 @@
 
 import gzip
 import shutil
-from pathlib import Path
 
 import pytest
 
@@ -14,8 +13,9 @@ from coorm_bridge.adapters.mock.swf import (
     replay_jobs,
     synthetic_jobs,
 )
+from coorm_bridge.adapters.mock.traces import trace_path
 
-DATA = Path(__file__).resolve().parent.parent / "data"
+DATA = trace_path("nasa").parent
 NASA = DATA / "NASA-iPSC-1993-3.1-cln.swf.gz"
 LUBLIN = DATA / "lublin_256.swf.gz"
 
