@@ -1,7 +1,8 @@
 """The package's layers, as its imports draw them: dependencies point one way, from the core out.
 
 core → adapters (interface) → store → placement → service → http → cli, with ``protocol`` (the
-launcher protocol's bodies) and ``paths`` beside the core, and the launchers on the protocol only.
+launcher protocol's bodies) and ``paths`` beside the core, the launchers on the protocol only, and
+the experiments (``sim``) beside the service, on the policy, placement, selectors and the mock.
 Read from the installed package's source, every import counted (inside functions and
 ``TYPE_CHECKING`` blocks too): a wrong-way import fails here before it tangles the graph.
 """
@@ -39,6 +40,8 @@ ALLOWED = {
         "http",
         "launchers",
     },
+    # coorm-sim: the policy, placement and selectors driven in virtual time (no store, no server).
+    "sim": {"core", "paths", "protocol", "adapters", "placement", "launchers"},
 }
 #: Batch systems plug in through the entry-point group: nothing outside adapters/ names one.
 CONCRETE_ADAPTERS = (
@@ -50,6 +53,9 @@ CONCRETE_ADAPTERS = (
 #: adapter's command builders and parsers and the adapters' runners (never the daemon's side),
 #: and only when a cluster of that kind is deployed on.
 DEPLOYERS = "coorm_bridge.launchers.deploy."
+#: And the experiments: they run on the mock platform, its local schedulers and its traces.
+SIMULATOR = "coorm_bridge.sim"
+MOCK = "coorm_bridge.adapters.mock"
 
 
 def deployer_may_import(module: str, target: str) -> bool:
@@ -135,6 +141,7 @@ def test_no_layer_names_a_batch_system():
         if layer_of(module) != "adapters"
         for target in imports_of(path, module)
         if target.startswith(CONCRETE_ADAPTERS) and not deployer_may_import(module, target)
+        if not (layer_of(module) == "sim" and target.startswith(MOCK))
     ]
     assert not named, "found outside adapters/, where only the registry should find them:\n" + (
         "\n".join(named)
