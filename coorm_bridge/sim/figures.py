@@ -1,0 +1,120 @@
+"""Shared pieces of the experiments' reports: statistics over runs, CSV tables, matplotlib setup.
+
+matplotlib is imported only when a figure is drawn (it is the ``sim`` extra), with the Agg
+backend: reports are written on machines without a screen, CI included.
+"""
+
+from __future__ import annotations
+
+import csv
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from coorm_bridge.sim.experiment import Row, Value
+
+
+class MissingPlotting(RuntimeError):
+    """matplotlib is not installed."""
+
+
+def pyplot() -> Any:
+    """matplotlib's pyplot on the Agg backend; a clear error when the extra is missing."""
+    try:
+        import matplotlib  # noqa: PLC0415 - only when drawing
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt  # noqa: PLC0415
+    except ImportError as error:
+        raise MissingPlotting(
+            "coorm-sim draws its figures with matplotlib: pip install 'coorm-bridge[sim]'"
+        ) from error
+    return plt
+
+
+def five(values: Sequence[float]) -> tuple[float, float, float, float, float]:
+    """Minimum, quartiles and maximum (the paper's Fig. 6 statistics)."""
+    ordered = sorted(values)
+    if len(ordered) == 1:
+        v = ordered[0]
+        return v, v, v, v, v
+    q1, q2, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    return ordered[0], q1, q2, q3, ordered[-1]
+
+
+def number(row: Row, key: str) -> float:
+    value = row[key]
+    assert isinstance(value, int | float), f"{key} is not a number: {value!r}"
+    return float(value)
+
+
+def group(rows: Iterable[Row], *keys: str) -> dict[tuple[Value, ...], list[Row]]:
+    """Rows by the values of ``keys``, groups in sorted order."""
+    found: dict[tuple[Value, ...], list[Row]] = {}
+    for row in rows:
+        found.setdefault(tuple(row[k] for k in keys), []).append(row)
+    return dict(sorted(found.items(), key=lambda item: tuple(str(v) for v in item[0])))
+
+
+def write_csv(path: Path, rows: Sequence[Row]) -> Path:
+    """``rows`` as CSV, columns in first-seen order."""
+    columns: dict[str, None] = {}
+    for row in rows:
+        columns.update(dict.fromkeys(row))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", newline="") as file:
+        writer = csv.DictWriter(file, fieldnames=list(columns))
+        writer.writeheader()
+        writer.writerows(rows)
+    return path
+
+
+def summarize(
+    rows: Sequence[Row], keys: Sequence[str], metrics: Sequence[str], rounding: int = 4
+) -> list[Row]:
+    """Per group of ``keys``: count, then min, q1, median, q3, max of each metric."""
+    table: list[Row] = []
+    for values, members in group(rows, *keys).items():
+        line: Row = dict(zip(keys, values, strict=True)) | {"runs": len(members)}
+        for metric in metrics:
+            low, q1, median, q3, high = five([number(r, metric) for r in members])
+            for name, v in zip(
+                ("min", "q1", "median", "q3", "max"), (low, q1, median, q3, high), strict=True
+            ):
+                line[f"{metric}_{name}"] = round(v, rounding)
+        table.append(line)
+    return table
+
+
+def boxes(
+    axis: Any,
+    series: dict[str, dict[int, list[float]]],
+    *,
+    title: str,
+    ylabel: str,
+    log: bool = False,
+    transform: Callable[[float], float] = float,
+) -> None:
+    """One panel of Fig. 6: per series, min-quartiles-max boxes at each x (cluster count)."""
+    width = 0.8 / max(1, len(series))
+    for k, (label, by_x) in enumerate(series.items()):
+        xs = sorted(by_x)
+        positions = [x - 0.4 + width * (k + 0.5) for x in xs]
+        data = [[transform(v) for v in by_x[x]] for x in xs]
+        parts = axis.boxplot(
+            data, positions=positions, widths=width * 0.9, whis=(0, 100), patch_artist=True
+        )
+        colour = f"C{k}"
+        for patch in parts["boxes"]:
+            patch.set_facecolor(colour)
+            patch.set_alpha(0.6)
+        axis.plot([], [], color=colour, linewidth=6, alpha=0.6, label=label)
+    xs = sorted({x for by_x in series.values() for x in by_x})
+    axis.set_xticks(xs, [str(x) for x in xs])
+    axis.set_xlabel("clusters")
+    axis.set_ylabel(ylabel)
+    axis.set_title(title)
+    if log:
+        axis.set_yscale("log")
+    axis.grid(True, alpha=0.3)

@@ -1,0 +1,81 @@
+"""What the HTTP API would carry for each message of a simulated run, in bytes.
+
+The paper measured message sizes "by encoding COORM messages similarly to CORBA's CDR"; ours are
+the daemon's own JSON bodies, built with the same wire models (:mod:`coorm_bridge.protocol`,
+:mod:`coorm_bridge.core.messages`) and encoded as the server encodes them. Counted: request and
+answer bodies of subscribing (with the interconnect), each request, ``done``, and every event
+page a long poll returns (a view change, the start). Not counted: HTTP headers (a few hundred
+bytes per exchange with any protocol) and empty long-poll answers, which a launcher waiting
+``wait`` seconds at a time sends only when nothing happens.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from coorm_bridge.core.messages import CAP, Allocation, Change, ChangeEvent, ChangeKind, StartEvent
+from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request
+from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.states import AppState
+from coorm_bridge.protocol import EventPage, RequestAnswer, StateAnswer, SubscribeBody, Subscribed
+
+
+@dataclass
+class Wire:
+    """Counts the messages of one run and their bytes, both ways."""
+
+    clusters: tuple[ClusterInfo, ...]
+    interconnect: Interconnect
+    host_names: Mapping[str, list[str]]
+    messages: int = 0
+    bytes: int = 0
+
+    def _add(self, *bodies: str) -> None:
+        self.messages += 1
+        self.bytes += sum(len(body.encode()) for body in bodies)
+
+    def subscribe(self, session: str, name: str) -> None:
+        """``POST /v1/sessions`` and its answer, then ``GET /v1/interconnect``."""
+        self._add(
+            SubscribeBody(filter=Filter(), name=name).model_dump_json(),
+            Subscribed(session=session, clusters=self.clusters).model_dump_json(),
+        )
+        self._add(self.interconnect.model_dump_json())
+
+    def change(
+        self,
+        seq: int,
+        now: int,
+        profiles: Mapping[str, Profile],
+        estimated_start: int | None,
+    ) -> None:
+        """A long poll answered with one change event carrying these clusters' CAPs."""
+        changes = [
+            Change(cluster=c, kind=ChangeKind.AVAILABILITY, profile=CAP.of(c, p, now))
+            for c, p in profiles.items()
+        ]
+        event = ChangeEvent(seq=seq, time=now, changes=changes, estimated_start=estimated_start)
+        self._add(EventPage(events=[event]).model_dump_json())
+
+    def request(self, session: str, request: Request, estimated_start: int | None) -> None:
+        """``PUT .../request`` and its answer."""
+        answer = RequestAnswer(
+            session=session, state=AppState.REQUEST_SENT, estimated_start=estimated_start
+        )
+        self._add(request.model_dump_json(), answer.model_dump_json())
+
+    def start(self, seq: int, now: int, session: str, request: Request) -> None:
+        """The long poll answered with the start: each cluster's hosts and placeholder."""
+        allocations = {
+            cluster: Allocation(
+                hosts=self.host_names[cluster][:hosts], reservation=f"coorm-{session}-{cluster}"
+            )
+            for cluster, hosts in request.nodes.items()
+        }
+        event = StartEvent(seq=seq, time=now, end=now + request.duration, allocations=allocations)
+        self._add(EventPage(events=[event]).model_dump_json())
+
+    def done(self, session: str) -> None:
+        """``POST .../done`` (no body) and its answer."""
+        self._add(StateAnswer(session=session, state=AppState.FINISH_SENT).model_dump_json())
