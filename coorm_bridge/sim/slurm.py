@@ -26,7 +26,7 @@ from coorm_bridge.sim.runners import Done, Outcome, run_batch
 from coorm_bridge.sim.store import RunStore, StoreError
 
 if TYPE_CHECKING:
-    from submitit import Job
+    from submitit import Job, SlurmExecutor
 
 SBATCH_OPTION = re.compile(r"^[a-z][a-z0-9-]*$")
 #: A task absent from squeue this many polls in a row (and with no result) has ended.
@@ -63,7 +63,9 @@ class SlurmRunner:
     """Runs specs as a Slurm job array (see the module docstring)."""
 
     def __init__(self, options: SlurmOptions) -> None:
+        """Raises :class:`RunnerUnavailable` at once without submitit or Slurm's client."""
         self.options = options
+        self.executor = _executor(options)
 
     def run(self, specs: Sequence[RunSpec], directory: Path, done: Done) -> None:
         """See :class:`~.runners.Runner`."""
@@ -86,31 +88,9 @@ class SlurmRunner:
             raise
 
     def _submit(self, chunks: list[list[RunSpec]], directory: Path) -> list[Job[list[Outcome]]]:
-        try:
-            import submitit  # noqa: PLC0415 - an optional dependency, for this runner only
-            from submitit.core.utils import FailedSubmissionError  # noqa: PLC0415
-        except ImportError:
-            raise RunnerUnavailable(
-                "the slurm executor needs submitit: pip install 'coorm-bridge[sim]'"
-            ) from None
-        options = self.options
-        try:
-            executor = submitit.SlurmExecutor(
-                folder=options.folder.resolve() / "%j", python=shlex.quote(sys.executable)
-            )
-        except RuntimeError as error:  # no srun on this host
-            raise RunnerUnavailable(f"no Slurm here: {error}") from None
-        parameters: dict[str, object] = {
-            "job_name": options.job_name,
-            "time": options.time_min,
-            "cpus_per_task": options.cpus_per_task,
-            "additional_parameters": dict(options.sbatch),
-        }
-        if options.partition is not None:
-            parameters["partition"] = options.partition
-        if options.array_parallelism is not None:
-            parameters["array_parallelism"] = options.array_parallelism
-        executor.update_parameters(**parameters)
+        from submitit.core.utils import FailedSubmissionError  # noqa: PLC0415 - optional
+
+        executor = self.executor
         try:
             return executor.map_array(run_batch, chunks, [str(directory)] * len(chunks))
         except (subprocess.CalledProcessError, OSError, FailedSubmissionError) as error:
@@ -147,6 +127,33 @@ class SlurmRunner:
             pending = still
             if pending:
                 time.sleep(self.options.poll_s)
+
+
+def _executor(options: SlurmOptions) -> SlurmExecutor:
+    try:
+        from submitit import SlurmExecutor  # noqa: PLC0415 - optional, for this runner only
+    except ImportError:
+        raise RunnerUnavailable(
+            "the slurm executor needs submitit: pip install 'coorm-bridge[sim]'"
+        ) from None
+    try:
+        executor = SlurmExecutor(
+            folder=options.folder.resolve() / "%j", python=shlex.quote(sys.executable)
+        )
+    except RuntimeError as error:  # no srun on this host
+        raise RunnerUnavailable(f"no Slurm here: {error}") from None
+    parameters: dict[str, object] = {
+        "job_name": options.job_name,
+        "time": options.time_min,
+        "cpus_per_task": options.cpus_per_task,
+        "additional_parameters": dict(options.sbatch),
+    }
+    if options.partition is not None:
+        parameters["partition"] = options.partition
+    if options.array_parallelism is not None:
+        parameters["array_parallelism"] = options.array_parallelism
+    executor.update_parameters(**parameters)
+    return executor
 
 
 def _queued(arrays: list[str]) -> set[str] | None:

@@ -209,3 +209,21 @@ def test_ctrl_c_keeps_the_finished_runs_and_the_next_sweep_does_the_rest(toy, ma
     assert "runs: 1 done now, 5 stored before" in again.stdout
     assert toy.executions(marks) == {0: 2, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1}
     assert os.path.exists(out / "toy" / "toy.csv")
+
+
+def test_without_srun_the_slurm_executor_says_so_before_anything(marks, tmp_path):
+    env = toy_environ()
+    env["PATH"] = str(COORM_SIM.parent)  # no Slurm client there
+    command = ["toy", "--quick", "--marks", str(marks), "--out", str(tmp_path)]
+    done = subprocess.run(
+        [str(COORM_SIM), *command, "--executor", "slurm"],
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=60,
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        'coorm-sim: no Slurm here: Could not detect "srun", are you indeed on a slurm cluster?\n'
+    )
