@@ -1,0 +1,62 @@
+"""VIOLA's negotiation loop (seed 003): advance reservations asked of every local scheduler.
+
+The meta-scheduler proposes a start (first the arrival plus ``lead``) and asks every cluster to
+reserve the application's hosts over ``[start, start + duration)``. Each one accepts or refuses;
+a refusal carries the local scheduler's next possible time (the mock's ``retry_after``, as
+Slurm's and OAR's answers give it). If any refused, everything reserved in this round is
+released and the next round proposes the latest suggested time. Local schedulers grant
+reservations over hosts their own pending jobs were planned on and re-plan those jobs later:
+that is the cost this loop puts on the background, which the bridge avoids by asking for a start
+its views show free. Negotiation takes no simulated time (a few seconds in reality).
+"""
+
+from __future__ import annotations
+
+from coorm_bridge.adapters.base import Refused, ReservationHandle, ReservationSpec
+from coorm_bridge.sim.coupling.platform import OWNER, Outcome, Scenario, advance, app_job, records
+
+
+def run_viola(scenario: Scenario, *, lead: int) -> Outcome:
+    """Negotiate a common start for the application; see the module docstring."""
+    adapter = scenario.platform()
+    advance(adapter, scenario.arrival)
+    n, duration, clusters = scenario.hosts, scenario.duration, sorted(scenario.clusters)
+    start = scenario.arrival + lead
+    rounds = 0
+    while True:
+        rounds += 1
+        taken: dict[str, ReservationHandle] = {}
+        hints: list[int] = []
+        refused = False
+        for c in clusters:
+            spec = ReservationSpec(
+                name=f"viola-{c}", start=start, end=start + duration, hosts=n, users=(OWNER,)
+            )
+            try:
+                taken[c] = adapter.create_reservation(c, spec)
+            except Refused as refusal:
+                refused = True
+                if refusal.retry_after is not None:
+                    hints.append(refusal.retry_after)
+        if not refused:
+            break
+        for c, handle in taken.items():
+            adapter.delete_reservation(c, handle.name)
+        if not hints or max(hints) <= start:
+            raise RuntimeError(f"no cluster suggested a later start than {start}")
+        start = max(hints)
+    jobs = {
+        c: adapter.submit(c, app_job(f"viola-{c}", n, duration, duration, handle.name))
+        for c, handle in taken.items()
+    }
+    advance(adapter, start + duration)
+    ran = records(adapter)
+    idle = 0
+    for c, job in jobs.items():
+        began = ran[f"{c}/{job}"].start
+        if began is None:
+            raise RuntimeError(f"the application's job on {c} never ran in its reservation")
+        idle += n * (began - start)
+    return Outcome(
+        start=start, end=start + duration, idle=idle, rounds=rounds, adapter=adapter, jobs=jobs
+    )
