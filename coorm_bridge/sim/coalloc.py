@@ -4,11 +4,11 @@ Per seed, three 128-host clusters replay their own stretch of a real SWF log (se
 :mod:`.coupling.background`) from ``warmup`` seconds before the application arrives, so that
 queues have formed; the application asks ``hosts`` hosts on every cluster for ``duration``
 seconds, all at once. Each strategy (:mod:`.coupling`) places it on a fresh copy of the same
-platform: the bridge's placeholders held within the placement horizon (``bridge``) or at once,
-as the daemon's ``hold_first`` does (``bridge-first``), WaitForAll jobs (``wfa``), WTTE jobs
-(``wtte``), VIOLA's negotiation (``viola``). One row per strategy: start and end after arrival,
-idle node-hours, rounds, and the delay it caused to the background (against the same seed
-without the application).
+platform: the bridge's placeholders held at once, as the daemon's default ``hold_first = 1``
+does (``bridge``), or only within the placement horizon (``bridge-horizon``), WaitForAll jobs
+(``wfa``), WTTE jobs (``wtte``), VIOLA's negotiation (``viola``). One row per strategy: start
+and end after arrival, idle node-hours, rounds, and the delay it caused to the background
+(against the same seed without the application).
 """
 
 from __future__ import annotations

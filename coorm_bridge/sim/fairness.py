@@ -137,7 +137,7 @@ class Fairness(Experiment):
         for line in table:
             report.summary.append(
                 f"fair-start {line['fair_start']:>4} s, delay {line['delay']:>4} s: CEM ends "
-                f"later in {float(line['delayed_share'] or 0):.0%} of {line['runs']} packs, "  # type: ignore[arg-type]
+                f"later in {float(line['delayed_share'] or 0):.0%} of {line['runs']} packs, "
                 f"median +{line['median_increase_s']:.0f} s, max +{line['max_increase_s']:.0f} s"
             )
         for line in idle:
@@ -171,7 +171,7 @@ def end_increases(rows: list[Row]) -> list[Row]:
                 "pack": r["pack"],
                 "fair_start": r["fair_start"],
                 "delay": r["delay"],
-                "increase_s": number(r, "cem_end") - float(zero),  # type: ignore[arg-type]
+                "increase_s": number(r, "cem_end") - float(zero),
             }
         )
     return found

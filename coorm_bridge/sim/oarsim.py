@@ -139,19 +139,19 @@ class OarSim:
             app = self.apps[app_id]
             listed = len(self.clusters) * (1 if app.kind is Kind.RIGID else _span(app))
             self.computed += listed
-            request = app.selector.select(self.clusters, self.interconnect, state, now)
-            if request is None:
+            chosen = app.selector.select(self.clusters, self.interconnect, state, now)
+            if chosen is None:
                 continue
-            ((cluster, hosts),) = request.nodes.items()
-            start = state[cluster].earliest_fit(hosts, request.duration, now)
-            if start is None:
+            ((cluster, hosts),) = chosen.nodes.items()
+            begins = state[cluster].earliest_fit(hosts, chosen.duration, now)
+            if begins is None:
                 continue
-            state[cluster] = state[cluster].add(-hosts, start, start + request.duration)
-            if start <= now:
+            state[cluster] = state[cluster].add(-hosts, begins, begins + chosen.duration)
+            if begins <= now:
                 started.append(app_id)
-                self._start(app_id, request, now)
+                self._start(app_id, chosen, now)
             else:
-                planned.append(start)
+                planned.append(begins)
         gone = set(started)
         self.waiting = [a for a in self.waiting if a not in gone]
         if planned:

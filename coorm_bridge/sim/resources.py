@@ -47,7 +47,7 @@ def paper_platform(clusters: int, hosts: int = HOSTS, start: int = 0) -> Platfor
                 latency, bandwidth = ACROSS_REGIONS
             pair = (specs[i].name, specs[j].name)
             links.append(Link(clusters=pair, latency_s=latency, bandwidth_bps=bandwidth))
-    return PlatformSpec(start=start, clusters=tuple(specs), links=tuple(links))
+    return PlatformSpec(start=start, cluster=tuple(specs), link=tuple(links))
 
 
 def infos(platform: PlatformSpec) -> dict[str, ClusterInfo]:

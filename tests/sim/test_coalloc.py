@@ -125,7 +125,7 @@ def test_a_reservation_that_pushes_a_pending_job_is_its_delay() -> None:
     assert viola["bg_delay_job_h"] == pytest.approx(110 / 3600)
     assert viola["bg_delay_node_h"] == pytest.approx(4 * 110 / 3600)
     # The bridge's view has p at T0+300: the application goes after it, p is not delayed.
-    bridge = measure(scenario, "bridge", Knobs(horizon=300), baseline)
+    bridge = measure(scenario, "bridge-horizon", Knobs(horizon=300), baseline)
     assert bridge["start_s"] == 490
     assert bridge["bg_delayed_jobs"] == 0
     assert bridge["bg_delay_node_h"] == 0

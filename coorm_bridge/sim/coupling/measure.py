@@ -33,8 +33,10 @@ class Knobs:
 
 #: The strategies compared, by the name rows carry.
 STRATEGIES: dict[str, Callable[[Scenario, Knobs], Outcome]] = {
-    "bridge": lambda s, k: run_bridge(s, horizon=k.horizon),
-    "bridge-first": lambda s, k: run_bridge(s, horizon=HOLD_AT_ONCE),
+    # The daemon's defaults: the first waiting application holds at once (hold_first = 1).
+    "bridge": lambda s, k: run_bridge(s, horizon=HOLD_AT_ONCE),
+    # hold_first = 0: placeholders only within the placement horizon.
+    "bridge-horizon": lambda s, k: run_bridge(s, horizon=k.horizon),
     "wfa": lambda s, k: run_waiting(s, slack=k.slack),
     "wtte": lambda s, k: run_waiting(s, threshold=k.threshold),
     "viola": lambda s, k: run_viola(s, lead=k.lead),
