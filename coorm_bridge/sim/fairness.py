@@ -20,7 +20,7 @@ from pydantic import Field
 
 from coorm_bridge.sim.engine import Engine
 from coorm_bridge.sim.experiment import Experiment, Report, Row, RunSpec
-from coorm_bridge.sim.figures import group, number, pyplot, write_csv
+from coorm_bridge.sim.figures import group, number, pyplot, save, write_csv
 from coorm_bridge.sim.resources import HOSTS, paper_platform
 from coorm_bridge.sim.workload import PACK, TRACE_NAMES, Workload, packs, workload
 
@@ -195,8 +195,4 @@ def _figure(increases: list[Row], path: Path) -> Path:
         axis.grid(True, alpha=0.3)
         axis.legend(fontsize=8)
     figure.suptitle("coorm-sim fairness: CDF of the CEM application's end-time increase")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save(figure, path)

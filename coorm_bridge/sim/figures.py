@@ -33,6 +33,15 @@ def pyplot() -> Any:
     return plt
 
 
+def save(figure: Any, path: Path) -> Path:
+    """Lay out, write as PNG and free a figure (pyplot keeps every open one otherwise)."""
+    figure.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path, dpi=110)
+    pyplot().close(figure)
+    return path
+
+
 def five(values: Sequence[float]) -> tuple[float, float, float, float, float]:
     """Minimum, quartiles and maximum (the paper's Fig. 6 statistics)."""
     ordered = sorted(values)

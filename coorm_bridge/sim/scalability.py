@@ -17,10 +17,10 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from coorm_bridge.sim.engine import Engine, Outcome
+from coorm_bridge.sim.engine import Engine, Outcome, RunResult
 from coorm_bridge.sim.experiment import Experiment, Report, Row, RunSpec
-from coorm_bridge.sim.figures import boxes, group, number, pyplot, summarize, write_csv
-from coorm_bridge.sim.oarsim import OarSim
+from coorm_bridge.sim.figures import boxes, group, number, pyplot, save, summarize, write_csv
+from coorm_bridge.sim.oarsim import BaselineResult, OarSim
 from coorm_bridge.sim.resources import HOSTS, paper_platform
 from coorm_bridge.sim.workload import PACK, TRACE_NAMES, Workload, packs, workload
 
@@ -56,28 +56,22 @@ def measure(spec: ScalabilityRun) -> Row:
         "pack": spec.pack,
         "applications": len(apps),
     }
+    result: BaselineResult | RunResult
     if spec.scheduler == "oar":
-        baseline = OarSim(platform, apps, INTERVAL).run()
-        outcomes = baseline.outcomes
-        row |= {
-            "computed_configurations": baseline.computed_configurations,
-            "cpu_schedule_s": round(baseline.cpu_schedule_s, 4),
-            "cpu_policy_s": round(baseline.cpu_schedule_s, 4),
-            "messages": baseline.messages,
-            "message_bytes": baseline.message_bytes,
-            "passes": baseline.passes,
-        }
+        result = OarSim(platform, apps, INTERVAL).run()
+        policy = result.cpu_schedule_s  # the baseline is all policy
     else:
         result = Engine(platform, apps, fair_start=FAIR_START, interval=INTERVAL).run()
-        outcomes = result.outcomes
-        row |= {
-            "computed_configurations": result.computed_configurations,
-            "cpu_schedule_s": round(result.cpu_schedule_s, 4),
-            "cpu_policy_s": round(result.cpu_policy_s, 4),
-            "messages": result.messages,
-            "message_bytes": result.message_bytes,
-            "passes": result.passes,
-        }
+        policy = result.cpu_policy_s
+    outcomes = result.outcomes
+    row |= {
+        "computed_configurations": result.computed_configurations,
+        "cpu_schedule_s": round(result.cpu_schedule_s, 4),
+        "cpu_policy_s": round(policy, 4),
+        "messages": result.messages,
+        "message_bytes": result.message_bytes,
+        "passes": result.passes,
+    }
     row |= _schedule(outcomes)
     row["kb_per_app"] = round(number(row, "message_bytes") / len(apps) / 1000, 2)
     row["cpu_run_s"] = round(process_time() - began, 4)
@@ -212,11 +206,7 @@ def _figure(rows: list[Row], path: Path) -> Path:
         boxes(axis, _by_clusters(series, metric, scale), title=title, ylabel=label, log=log)
     axes[0].legend(fontsize=8)
     figure.suptitle("coorm-sim scalability: min, quartiles, max over packs")
-    figure.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path, dpi=110)
-    plt.close(figure)
-    return path
+    return save(figure, path)
 
 
 def _by_clusters(
