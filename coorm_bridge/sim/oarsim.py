@@ -62,6 +62,8 @@ class OarSim:
         self.interval = interval
         self.outcomes = {app.id: Outcome(app.id, app.kind.value, app.arrival) for app in apps}
         self.waiting: list[str] = []
+        self.listed: dict[str, int] = {}
+        """Configurations each job listed: what the scheduler computes for it at every pass."""
         self.running: dict[str, tuple[int, Request]] = {}
         self.events: list[tuple[int, int, str]] = [(a.arrival, _ARRIVAL, a.id) for a in apps]
         heapq.heapify(self.events)
@@ -123,6 +125,7 @@ class OarSim:
 
     def _submit(self, app_id: str) -> None:
         listed = self.configurations(self.apps[app_id])
+        self.listed[app_id] = len(listed)
         body = [{"cluster": c, "hosts": h, "walltime": w} for c, h, w in listed]
         self._count(_json({"name": app_id, "moldable": body}), _json({"job": app_id}))
         self.waiting.append(app_id)
@@ -137,8 +140,7 @@ class OarSim:
         planned: list[int] = []
         for app_id in self.waiting:
             app = self.apps[app_id]
-            listed = len(self.clusters) * (1 if app.kind is Kind.RIGID else _span(app))
-            self.computed += listed
+            self.computed += self.listed[app_id]
             chosen = app.selector.select(self.clusters, self.interconnect, state, now)
             if chosen is None:
                 continue
@@ -169,11 +171,3 @@ class OarSim:
     def _count(self, *bodies: str) -> None:
         self.messages += 1
         self.bytes += sum(len(body.encode()) for body in bodies)
-
-
-def _span(app: SimApp) -> int:
-    """Host counts a moldable job lists per cluster."""
-    selector = app.selector
-    assert isinstance(selector, Moldable)
-    high = selector.params.max_hosts or 0
-    return max(1, high - selector.params.min_hosts + 1)

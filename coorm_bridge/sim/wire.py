@@ -18,7 +18,11 @@ from coorm_bridge.core.messages import CAP, Allocation, Change, ChangeEvent, Cha
 from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import AppState
+from coorm_bridge.placement.coallocation import placeholder_name
 from coorm_bridge.protocol import EventPage, RequestAnswer, StateAnswer, SubscribeBody, Subscribed
+
+#: How the daemon's placeholders begin: its default prefix and a 6-character instance id.
+PREFIX = "coorm-abcdef-"
 
 
 @dataclass
@@ -69,7 +73,8 @@ class Wire:
         """The long poll answered with the start: each cluster's hosts and placeholder."""
         allocations = {
             cluster: Allocation(
-                hosts=self.host_names[cluster][:hosts], reservation=f"coorm-{session}-{cluster}"
+                hosts=self.host_names[cluster][:hosts],
+                reservation=placeholder_name(PREFIX, session, cluster),
             )
             for cluster, hosts in request.nodes.items()
         }

@@ -26,9 +26,8 @@ from coorm_bridge.sim.coupling.platform import (
     Outcome,
     Scenario,
     advance,
-    app_job,
     next_time,
-    records,
+    run_in_reservations,
 )
 
 #: The bridge's placeholder prefix (the daemon's default instance prefix is alike).
@@ -75,21 +74,6 @@ def run_bridge(scenario: Scenario, *, horizon: int) -> Outcome:
                 advance(adapter, next_time(adapter))
             continue
         break
-    jobs = {
-        cluster: adapter.submit(
-            cluster,
-            app_job(f"{SESSION}-{cluster}", nodes[cluster], duration, duration, handle.name),
-        )
-        for cluster, handle in handles.items()
-    }
-    advance(adapter, start + duration)
-    ran = records(adapter)
-    idle = 0
-    for cluster, job in jobs.items():
-        began = ran[f"{cluster}/{job}"].start
-        if began is None:
-            raise RuntimeError(f"the application's job on {cluster} never ran in its placeholder")
-        idle += nodes[cluster] * (began - start)
-    return Outcome(
-        start=start, end=start + duration, idle=idle, rounds=rounds, adapter=adapter, jobs=jobs
+    return run_in_reservations(
+        adapter, handles, nodes, name=SESSION, start=start, duration=duration, rounds=rounds
     )

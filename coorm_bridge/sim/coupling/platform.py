@@ -7,9 +7,10 @@ exactly the same background: the only difference between two runs is what the st
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from coorm_bridge.adapters.base import JobSpec, JobState
+from coorm_bridge.adapters.base import JobSpec, JobState, ReservationHandle
 from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import ClusterSpec, PlatformSpec
@@ -74,6 +75,38 @@ class Outcome:
     jobs: dict[str, str] = field(default_factory=dict)
     """The application's job per cluster (the last submitted), by cluster."""
     notes: dict[str, float] = field(default_factory=dict)
+
+
+def run_in_reservations(
+    adapter: MockAdapter,
+    reservations: Mapping[str, ReservationHandle],
+    hosts: Mapping[str, int],
+    *,
+    name: str,
+    start: int,
+    duration: int,
+    rounds: int,
+) -> Outcome:
+    """Submit the application's job into each cluster's reservation, run the platform to its
+    end, and count the node-seconds the reservations held before the jobs began (none when the
+    local schedulers start them on time: the records say when they really did)."""
+    jobs = {
+        cluster: adapter.submit(
+            cluster, app_job(f"{name}-{cluster}", hosts[cluster], duration, duration, held.name)
+        )
+        for cluster, held in reservations.items()
+    }
+    advance(adapter, start + duration)
+    ran = records(adapter)
+    idle = 0
+    for cluster, job in jobs.items():
+        began = ran[f"{cluster}/{job}"].start
+        if began is None:
+            raise RuntimeError(f"the application's job on {cluster} never ran in its reservation")
+        idle += hosts[cluster] * (began - start)
+    return Outcome(
+        start=start, end=start + duration, idle=idle, rounds=rounds, adapter=adapter, jobs=jobs
+    )
 
 
 def app_job(name: str, hosts: int, walltime: int, runtime: int, reservation: str | None) -> JobSpec:

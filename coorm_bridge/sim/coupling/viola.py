@@ -13,7 +13,13 @@ its views show free. Negotiation takes no simulated time (a few seconds in reali
 from __future__ import annotations
 
 from coorm_bridge.adapters.base import Refused, ReservationHandle, ReservationSpec
-from coorm_bridge.sim.coupling.platform import OWNER, Outcome, Scenario, advance, app_job, records
+from coorm_bridge.sim.coupling.platform import (
+    OWNER,
+    Outcome,
+    Scenario,
+    advance,
+    run_in_reservations,
+)
 
 
 def run_viola(scenario: Scenario, *, lead: int) -> Outcome:
@@ -45,18 +51,12 @@ def run_viola(scenario: Scenario, *, lead: int) -> Outcome:
         if not hints or max(hints) <= start:
             raise RuntimeError(f"no cluster suggested a later start than {start}")
         start = max(hints)
-    jobs = {
-        c: adapter.submit(c, app_job(f"viola-{c}", n, duration, duration, handle.name))
-        for c, handle in taken.items()
-    }
-    advance(adapter, start + duration)
-    ran = records(adapter)
-    idle = 0
-    for c, job in jobs.items():
-        began = ran[f"{c}/{job}"].start
-        if began is None:
-            raise RuntimeError(f"the application's job on {c} never ran in its reservation")
-        idle += n * (began - start)
-    return Outcome(
-        start=start, end=start + duration, idle=idle, rounds=rounds, adapter=adapter, jobs=jobs
+    return run_in_reservations(
+        adapter,
+        taken,
+        dict.fromkeys(taken, n),
+        name="viola",
+        start=start,
+        duration=duration,
+        rounds=rounds,
     )
