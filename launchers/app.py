@@ -31,6 +31,7 @@ from pydantic import (
 
 from coorm_bridge.core.model import (
     ENV_NAME_PATTERN,
+    MAX_DURATION,
     Duration,
     Filter,
     Frozen,
@@ -47,6 +48,8 @@ MAX_COMPONENTS = 64
 #: Words and bytes of a command or an environment value: far above any sane command line.
 MAX_WORDS = 4096
 MAX_TEXT = 65_536
+#: A selection's gain worth a new request, at most: the longest duration the bridge accepts.
+MAX_MIN_GAIN = MAX_DURATION
 #: What an MPI launcher template may refer to (``{hostfile}``...), filled per cluster.
 TEMPLATE_KEYS = frozenset({"hostfile", "hosts", "processes", "processes_per_host"})
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -171,6 +174,9 @@ class SelectorSpec(Frozen):
     """An entry point of the ``coorm_bridge.selectors`` group, or ``module:Class``."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Checked by the selector itself (``coorm-launch --check`` builds it)."""
+    min_gain: Annotated[int, Field(ge=0, le=MAX_MIN_GAIN, strict=True)] = 0
+    """Seconds a new selection must end earlier than the current request to be sent (0: any
+    change is sent). Fewer requests mean fewer re-plans for everyone queued behind."""
 
 
 class Deployment(Frozen):

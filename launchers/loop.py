@@ -195,7 +195,7 @@ class Launch:
         return None
 
     def _select(self, bridge: Bridge, view: CurrentView) -> None:
-        request = self.selection.select(view, int(time.time()))
+        request = self.selection.select(view, int(time.time()), self.request)
         if request is None or request == self.request:
             return
         answer = self._retrying(lambda: bridge.request(self.session, request))

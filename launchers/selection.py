@@ -96,21 +96,53 @@ class Selection:
 
         self.memo = Memoized(selector)
         self.app = app
+        self.min_gain = app.selector.min_gain
 
     @property
     def computed(self) -> int:
         """Computed configurations: the views the selector really ran on."""
         return self.memo.computed
 
-    def select(self, view: CurrentView, now: int) -> Request | None:
-        """The request for this view (None: the selector keeps the current one)."""
+    def select(self, view: CurrentView, now: int, current: Request | None = None) -> Request | None:
+        """The request for this view (None: the selector keeps the current one); ``current``
+        again when the new selection is not worth sending (:func:`worth_sending`)."""
+        profiles = view.profiles()
         try:
-            request = self.memo.select(view.clusters, view.interconnect, view.profiles(), now)
+            request = self.memo.select(view.clusters, view.interconnect, profiles, now)
         except Exception as error:  # a selector's bug must end the run cleanly, withdrawn
             raise SelectorError(f"the selector failed on this view: {error!r}") from error
         if request is not None:
             check_request(self.app, request, view.clusters)
+        if not worth_sending(profiles, current, request, now, self.min_gain):
+            return current
         return request
+
+
+def worth_sending(
+    view: Mapping[str, Profile],
+    current: Request | None,
+    new: Request | None,
+    now: int,
+    min_gain: int,
+) -> bool:
+    """Whether ``new`` should replace ``current``: it differs and, with a ``min_gain``, it ends
+    at least ``min_gain`` seconds earlier than ``current`` would in this ``view``.
+
+    Both are placed as the bridge places them, at their earliest common start from ``now``.
+    When either never fits the view (a cluster gone, fewer hosts than asked) the threshold
+    does not apply: the current request cannot be kept, or the selector knows better.
+    """
+    if new is None or new == current:
+        return False
+    if min_gain <= 0 or current is None:
+        return True
+    from coorm_bridge.core.profile import earliest_start  # noqa: PLC0415 - launchers skip numpy
+
+    old_start = earliest_start(view, current.nodes, current.duration, now)
+    new_start = earliest_start(view, new.nodes, new.duration, now)
+    if old_start is None or new_start is None:
+        return True
+    return new_start + new.duration <= old_start + current.duration - min_gain
 
 
 def check_request(app: AppSpec, request: Request, clusters: Mapping[str, Any]) -> None:

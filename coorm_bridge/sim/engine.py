@@ -8,7 +8,9 @@ launcher keeps the view from its change events and runs its selector through the
 message is counted as the HTTP API would carry it (:mod:`.wire`). As in the paper's simulator,
 a launcher answers a new view at once, without the simulated time moving, unless it has an
 *adaptation delay*: then it answers ``delay`` seconds after the first view it has not answered
-yet, with the newest view it holds by then.
+yet, with the newest view it holds by then. Like ``coorm-launch`` it sends a new selection only
+when it is worth it (:func:`~coorm_bridge.launchers.selection.worth_sending`; ``min_gain``
+seconds, 0 by default as in an application file).
 
 Applications run exactly what their model says for the request they got (:meth:`SimApp.
 run_time`) and send ``done``; their hosts then stay held until ``fair_start`` has passed (their
@@ -27,6 +29,7 @@ from coorm_bridge.core.model import Request
 from coorm_bridge.core.policy import Application, Plan, Policy, PolicyConfig
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import AppState
+from coorm_bridge.launchers.selection import worth_sending
 from coorm_bridge.launchers.selectors.memo import Memoized
 from coorm_bridge.sim.resources import infos, interconnect
 from coorm_bridge.sim.wire import Wire
@@ -99,6 +102,7 @@ class Engine:
         fair_start: int = 5,
         interval: float = 1.0,
         delays: Mapping[str, int] | None = None,
+        min_gain: int = 0,
     ) -> None:
         self.clusters = infos(platform)
         self.interconnect = interconnect(platform)
@@ -109,6 +113,7 @@ class Engine:
         names = {spec.name: spec.host_names() for spec in platform.clusters}
         self.wire = Wire(tuple(self.clusters.values()), self.interconnect, names)
         self.delays = dict(delays or {})
+        self.min_gain = min_gain
         self.apps = apps
         self._launchers: dict[str, _Launcher] = {}
         self._orders: dict[str, int] = {}
@@ -200,9 +205,11 @@ class Engine:
             return
         began = process_time()
         request = launcher.memo.select(self.clusters, self.interconnect, launcher.view, now)
+        send = worth_sending(launcher.view, app.request, request, now, self.min_gain)
         self._cpu_selectors += process_time() - began
-        if request is None or request == app.request:
+        if not send:
             return
+        assert request is not None
         launcher.outcome.requests += 1
         self._table[app_id] = app.model_copy(
             update={"state": AppState.REQUEST_SENT, "request": request}

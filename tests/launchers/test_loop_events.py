@@ -141,7 +141,8 @@ class FakeDeployer(Deployer):
         self.outcomes[self.cluster] = [JobStatus("cancelled", 143)]
 
 
-def run(tmp_path, monkeypatch, script, outcomes=None, interrupt_after=None):
+def run(tmp_path, monkeypatch, script, outcomes=None, interrupt_after=None, selector=None,
+        app_text=APP):  # fmt: skip
     calls: list[str] = []
     outcomes = outcomes or {
         "c1": [JobStatus("running"), JobStatus("completed", 0)],
@@ -152,11 +153,11 @@ def run(tmp_path, monkeypatch, script, outcomes=None, interrupt_after=None):
         "deployer_for",
         lambda info, front_end, session: FakeDeployer(info.name, outcomes, calls),
     )
-    app = parse_app(APP)
+    app = parse_app(app_text)
     out, err = io.StringIO(), io.StringIO()
     launch = Launch(
         app=app,
-        selection=Selection(Fixed(), app),
+        selection=Selection(selector or Fixed(), app),
         connect=lambda **options: FakeBridge(script, calls),
         display=PlainDisplay(out, err),
         run_root=tmp_path,
@@ -248,3 +249,25 @@ def test_a_refusal_of_the_events_ends_the_run(tmp_path, monkeypatch):
     status, _, said = run(tmp_path, monkeypatch, [change(1), refused])
     assert status == 1
     assert "no session s1 of yours" in said
+
+
+class OneLess:
+    """All but one of c1's free hosts now, one of c2's: a new request for every new view."""
+
+    def select(self, clusters, interconnect, view, now):
+        return Request(nodes={"c1": view["c1"].value_at(now) - 1, "c2": 1}, duration=60)
+
+
+@pytest.mark.parametrize(("min_gain", "requests"), [(0, 2), (30, 1)])
+def test_a_new_selection_is_sent_only_when_it_gains_min_gain(
+    tmp_path, monkeypatch, min_gain, requests
+):
+    """c1 goes from 4 free hosts to 3: the selector now asks for 2 instead of 3, which ends no
+    earlier (both start now); with ``min_gain`` the launcher keeps its request."""
+    app_text = APP.replace("duration = 60", f"duration = 60\n[selector]\nmin_gain = {min_gain}")
+    script = [change(1, free=4), change(2, free=3), start(3)]
+    status, calls, said = run(tmp_path, monkeypatch, script, selector=OneLess(), app_text=app_text)
+    assert status == 0, said
+    sent = [call for call in calls if call.startswith("request")]
+    assert sent == ["request {'c1': 3, 'c2': 1}", "request {'c1': 2, 'c2': 1}"][:requests]
+    assert "computed configurations: 2" in said
