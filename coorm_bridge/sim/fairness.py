@@ -80,7 +80,7 @@ class Fairness(Experiment):
         )
         parser.add_argument("--fair-starts", type=int, nargs="+", help="fair-start values in s")
         parser.add_argument("--traces", nargs="+", choices=list(TRACE_NAMES))
-        parser.add_argument("--packs", type=int, help="packs per trace (default 20; quick 2)")
+        parser.add_argument("--packs", type=int, help="packs per trace (default 10; quick 2)")
         parser.add_argument("--size", type=int, help=f"applications per pack (default {PACK})")
 
     def plan(self, args: argparse.Namespace) -> list[RunSpec]:
@@ -90,7 +90,7 @@ class Fairness(Experiment):
         fair_starts = args.fair_starts or ([5] if quick else [0, 5, 30])
         traces = args.traces or ["nasa"]
         size = args.size or (40 if quick else PACK)
-        count = args.packs or (2 if quick else 20)
+        count = args.packs or (2 if quick else 10)
         return [
             FairnessRun(
                 clusters=clusters, trace=trace, pack=pack, fair_start=fs, delay=d, size=size

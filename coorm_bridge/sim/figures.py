@@ -59,11 +59,18 @@ def number(row: Row, key: str) -> float:
 
 
 def group(rows: Iterable[Row], *keys: str) -> dict[tuple[Value, ...], list[Row]]:
-    """Rows by the values of ``keys``, groups in sorted order."""
+    """Rows by the values of ``keys``, groups in sorted order: numbers by value (2 s before
+    10 s), then everything else by its text."""
     found: dict[tuple[Value, ...], list[Row]] = {}
     for row in rows:
         found.setdefault(tuple(row[k] for k in keys), []).append(row)
-    return dict(sorted(found.items(), key=lambda item: tuple(str(v) for v in item[0])))
+    return dict(sorted(found.items(), key=lambda item: tuple(_order(v) for v in item[0])))
+
+
+def _order(value: Value) -> tuple[int, float, str]:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return (0, float(value), "")
+    return (1, 0.0, str(value))
 
 
 def write_csv(path: Path, rows: Sequence[Row]) -> Path:

@@ -107,7 +107,7 @@ class Scalability(Experiment):
         parser.add_argument(
             "--traces", nargs="+", choices=list(TRACE_NAMES), help="default nasa (quick: nasa)"
         )
-        parser.add_argument("--packs", type=int, help="packs per trace (default 5; quick 1)")
+        parser.add_argument("--packs", type=int, help="packs per trace (default 3; quick 1)")
         parser.add_argument(
             "--size", type=int, help=f"applications per pack (default {PACK}; quick 40)"
         )
@@ -119,7 +119,7 @@ class Scalability(Experiment):
         workloads = [Workload(w) for w in args.workloads] if args.workloads else list(Workload)
         traces = args.traces or ["nasa"]
         size = args.size or (40 if quick else PACK)
-        count = args.packs or (1 if quick else 5)
+        count = args.packs or (1 if quick else 3)
         specs: list[RunSpec] = []
         for trace in traces:
             for pack in range(min(count, packs(trace, HOSTS, size))):
