@@ -98,6 +98,18 @@ class Change(Frozen):
         return self
 
 
+def availability_changes(
+    sent: Mapping[str, Profile], view: Mapping[str, Profile], now: int
+) -> list[Change]:
+    """One availability change per cluster of ``view`` whose profile from ``now`` on differs
+    from the one last ``sent`` (or was never sent): what a ``change`` event carries."""
+    return [
+        Change(cluster=c, kind=ChangeKind.AVAILABILITY, profile=CAP.of(c, p, now))
+        for c, p in view.items()
+        if c not in sent or sent[c].truncated(now) != p.truncated(now)
+    ]
+
+
 class Allocation(Frozen):
     """What one cluster gives a started application: its hosts and the holding reservation."""
 

@@ -18,7 +18,7 @@ from contextlib import AbstractContextManager
 from typing import Final
 
 from coorm_bridge.adapters.base import Adapter, NodeState
-from coorm_bridge.core.messages import CAP, Change, ChangeKind
+from coorm_bridge.core.messages import Change, availability_changes
 from coorm_bridge.core.policy import Application, Plan, Policy
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
@@ -175,11 +175,7 @@ class PassRunner:
         if row.id not in result.to_start and (outcome.view_changed or changed_estimate):
             view = result.view(row.id)
             sent = self._sent.get(row.id, {})
-            changes = [
-                Change(cluster=c, kind=ChangeKind.AVAILABILITY, profile=CAP.of(c, p, now))
-                for c, p in view.items()
-                if c not in sent or sent[c].truncated(now) != p.truncated(now)
-            ]
+            changes = availability_changes(sent, view, now)
             if changes or changed_estimate:
                 event = {
                     "type": "change",

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from time import process_time
 
 from coorm_bridge.adapters.mock.platform import PlatformSpec
+from coorm_bridge.core.messages import availability_changes
 from coorm_bridge.core.model import Request
 from coorm_bridge.core.policy import Application, Plan, Policy, PolicyConfig
 from coorm_bridge.core.profile import Profile
@@ -258,21 +259,16 @@ class Engine:
             launcher.estimate = estimate
             if app_id not in plan.changed:  # the bridge tells a new estimate alone too
                 launcher.seq += 1
-                self.wire.change(launcher.seq, now, {}, estimate)
+                self.wire.change(launcher.seq, now, [], estimate)
 
     def _notify(self, app_id: str, plan: Plan, now: int) -> None:
         """A change event with the clusters whose part of the view changed since last sent."""
         launcher = self._launchers[app_id]
         view = plan.view(app_id)
-        sent = launcher.sent
-        changed = {
-            c: p
-            for c, p in view.items()
-            if c not in sent or sent[c].truncated(now) != p.truncated(now)
-        }
+        changes = availability_changes(launcher.sent, view, now)
         launcher.sent = view
         launcher.seq += 1
-        self.wire.change(launcher.seq, now, changed, plan.outcomes[app_id].estimated_start)
+        self.wire.change(launcher.seq, now, changes, plan.outcomes[app_id].estimated_start)
         self._receive(launcher, view, now)
 
     def _due(self, plan: Plan, now: int) -> list[int]:

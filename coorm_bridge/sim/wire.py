@@ -14,9 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from coorm_bridge.core.messages import CAP, Allocation, Change, ChangeEvent, ChangeKind, StartEvent
+from coorm_bridge.core.messages import Allocation, Change, ChangeEvent, StartEvent
 from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request
-from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import AppState
 from coorm_bridge.placement.coallocation import placeholder_name
 from coorm_bridge.protocol import EventPage, RequestAnswer, StateAnswer, SubscribeBody, Subscribed
@@ -48,17 +47,9 @@ class Wire:
         self._add(self.interconnect.model_dump_json())
 
     def change(
-        self,
-        seq: int,
-        now: int,
-        profiles: Mapping[str, Profile],
-        estimated_start: int | None,
+        self, seq: int, now: int, changes: list[Change], estimated_start: int | None
     ) -> None:
-        """A long poll answered with one change event carrying these clusters' CAPs."""
-        changes = [
-            Change(cluster=c, kind=ChangeKind.AVAILABILITY, profile=CAP.of(c, p, now))
-            for c, p in profiles.items()
-        ]
+        """A long poll answered with one change event carrying these changes."""
         event = ChangeEvent(seq=seq, time=now, changes=changes, estimated_start=estimated_start)
         self._add(EventPage(events=[event]).model_dump_json())
 

@@ -25,6 +25,14 @@ def run(marks: Path, out: Path, *options: str) -> int:
     return cli.main(["toy", "--marks", str(marks), "--out", str(out), *options])
 
 
+def sim(*args: str, env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """``coorm-sim ARGS`` in a child process, its output captured."""
+    return subprocess.run(
+        [str(COORM_SIM), *args], env=env, capture_output=True, text=True, check=False,
+        timeout=timeout,
+    )  # fmt: skip
+
+
 def table(out: Path) -> list[list[str]]:
     return list(csv.reader(io.StringIO((out / "toy" / "toy.csv").read_text())))
 
@@ -142,34 +150,18 @@ def test_usage_errors_are_one_line(toy, marks, tmp_path, capsys):
 def test_coorm_sim_end_to_end(marks, tmp_path):
     env = toy_environ()
     out = tmp_path / "out"
-    command = [str(COORM_SIM), "toy", "--quick", "--marks", str(marks), "--out", str(out)]
-    done = subprocess.run(
-        [*command, "--jobs", "2"], env=env, capture_output=True, text=True, check=False, timeout=120
-    )
+    command = ["toy", "--quick", "--marks", str(marks), "--out", str(out)]
+    done = sim(*command, "--jobs", "2", env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     assert f"wrote {out / 'toy' / 'toy.csv'}" in done.stdout
     assert f"wrote {out / 'toy' / 'toy-summary.txt'}" in done.stdout
     assert "toy: 4 rows, squares 6" in done.stdout
     assert "3/3 runs ended" in done.stderr  # plain lines: stderr is no terminal
-    helped = subprocess.run(
-        [str(COORM_SIM), "toy", "--help"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    helped = sim("toy", "--help", env=env)
     assert helped.returncode == 0
     assert "--marks" in helped.stdout
     assert "--partition" in helped.stdout
-    bad = subprocess.run(
-        [*command, "--executor", "nowhere"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    bad = sim(*command, "--executor", "nowhere", env=env)
     assert bad.returncode == 2
 
 
@@ -202,9 +194,7 @@ def test_ctrl_c_keeps_the_finished_runs_and_the_next_sweep_does_the_rest(toy, ma
     assert "interrupted" in said
     assert "Traceback" not in said
     (marks / "sleep-0").unlink()
-    again = subprocess.run(
-        [*command, "--jobs", "2"], env=env, capture_output=True, text=True, check=False, timeout=120
-    )
+    again = sim(*command[1:], "--jobs", "2", env=env, timeout=120)
     assert again.returncode == 0, again.stderr
     assert "runs: 1 done now, 5 stored before" in again.stdout
     assert toy.executions(marks) == {0: 2, 1: 1, 2: 1, 3: 1, 4: 1, 5: 1}
@@ -215,14 +205,7 @@ def test_without_srun_the_slurm_executor_says_so_before_anything(marks, tmp_path
     env = toy_environ()
     env["PATH"] = str(COORM_SIM.parent)  # no Slurm client there
     command = ["toy", "--quick", "--marks", str(marks), "--out", str(tmp_path)]
-    done = subprocess.run(
-        [str(COORM_SIM), *command, "--executor", "slurm"],
-        env=env,
-        capture_output=True,
-        text=True,
-        check=False,
-        timeout=60,
-    )
+    done = sim(*command, "--executor", "slurm", env=env)
     assert done.returncode == 1
     assert done.stderr == (
         'coorm-sim: no Slurm here: Could not detect "srun", are you indeed on a slurm cluster?\n'
