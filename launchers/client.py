@@ -391,18 +391,28 @@ def _refusal(answer: requests.Response) -> BridgeError:
     return BridgeError(answer.status_code, body.error, body.detail)
 
 
-def job_time_limit(start: StartEvent, now: float | None = None, unit: int = 60) -> int:
+#: Seconds a batch system may take from a job's submission to its start (its scheduler's next
+#: pass): left out of :func:`job_time_limit`, so that a job started that late still ends with
+#: the allocation. Slurm starts a job in an active reservation well within a second.
+SUBMIT_SLACK = 5.0
+
+
+def job_time_limit(
+    start: StartEvent, now: float | None = None, unit: int = 60, slack: float = SUBMIT_SLACK
+) -> int:
     """The time limit, in seconds, to give a job submitted now into ``start``'s placeholders.
 
     A start event's ``end`` is a hard limit (the next application may be promised the hosts
-    from then on): a job whose limit passes it is refused by the batch system. This is what is
-    left until ``end`` by the host's clock (or ``now``), in whole ``unit`` (Slurm: minutes);
-    0 means too late to submit one.
+    from then on): a job whose limit passes it is refused by the batch system, or waits for
+    ever when the next placeholder follows on its hosts. This is what is left from ``now`` (by
+    default the host's clock, to the fraction of a second) plus ``slack`` until ``end``, in
+    whole ``unit`` (Slurm: minutes); 0 means too late to submit one.
     """
-    return start.time_limit(int(time.time() if now is None else now), unit)
+    return start.time_limit(time.time() if now is None else now, unit, slack)
 
 
 __all__ = [
+    "SUBMIT_SLACK",
     "BridgeClient",
     "BridgeError",
     "BridgeUnreachable",

@@ -304,3 +304,16 @@ def show_node(target: Target, host: str) -> tuple[str, ...]:
 def scancel(target: Target, job_id: str) -> tuple[str, ...]:
     """``scancel ID`` (a finished or unknown job is not an error for scancel 22.05)."""
     return ("scancel", *target.clusters(), check_job_id(job_id))
+
+
+def lower_time_limit(target: Target, job_id: str, seconds: int) -> tuple[str, ...]:
+    """``scontrol update JobId=ID TimeLimit=M``: ``seconds`` in whole minutes, rounded down.
+
+    A user may lower their own job's limit (only an operator may raise one): a launcher does it
+    to a job that waits past its slack, so that it still ends with its allocation."""
+    if isinstance(seconds, bool) or not isinstance(seconds, int) or seconds < 60:
+        raise ValueError(f"invalid time limit {seconds!r}: at least one minute, in seconds")
+    return (
+        "scontrol", *target.clusters(), "update",
+        f"JobId={check_job_id(job_id)}", f"TimeLimit={seconds // 60}",
+    )  # fmt: skip

@@ -9,6 +9,7 @@ neither numpy nor anything of the daemon, so a launcher loads it in no time. Con
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from enum import StrEnum
 from itertools import pairwise
@@ -151,13 +152,21 @@ class StartEvent(EventBase):
     end: Time
     allocations: dict[Name, Allocation]
 
-    def time_limit(self, now: int, unit: int = 60) -> int:
-        """Seconds of time limit for a job submitted at ``now`` into this allocation: what is
-        left until ``end``, rounded down to whole ``unit`` (Slurm counts minutes and rounds a
-        limit up), 0 when less than one unit is left."""
+    def time_limit(self, now: float, unit: int = 60, slack: float = 0) -> int:
+        """Seconds of time limit for a job submitted at ``now`` into this allocation, 0 when
+        less than one ``unit`` is left.
+
+        A batch system starts a job at its scheduler's next pass, not at the submission, and
+        counts its limit from then: a job that would end after ``end`` waits for ever when the
+        next placeholder begins there on the same hosts (Slurm: PENDING "BadConstraints"). So
+        the limit is what is left from ``now + slack`` (``now`` to the fraction of a second,
+        ``slack`` the longest the batch system takes to start it), rounded down to whole
+        ``unit`` (Slurm counts minutes and rounds a limit up)."""
         if unit <= 0:
             raise ValueError("unit must be positive")
-        return max(0, self.end - now) // unit * unit
+        if slack < 0:
+            raise ValueError("slack cannot be negative")
+        return max(0, math.floor((self.end - now - slack) / unit)) * unit
 
 
 class KilledEvent(EventBase):

@@ -65,6 +65,10 @@ class Deployer(ABC):
     kind: ClassVar[str]
     #: The batch system's time limits are whole multiples of this many seconds.
     unit: ClassVar[int] = 1
+    #: Seconds the batch system may take from a submission to the job's start (its scheduler's
+    #: next pass), left out of the time limit: a job started that late still ends with the
+    #: allocation (see :meth:`~coorm_bridge.core.messages.StartEvent.time_limit`).
+    slack: ClassVar[float] = 1
 
     def __init__(self, cluster: str) -> None:
         self.cluster = cluster
@@ -80,6 +84,12 @@ class Deployer(ABC):
     @abstractmethod
     def cancel(self, job: str) -> None:
         """Stop the job (a finished one is no error)."""
+
+    def refit(self, job: str, time_limit: int) -> bool:
+        """Lower a pending job's time limit to ``time_limit`` seconds, so that it still fits the
+        allocation when its batch system did not start it within :attr:`slack`; False when this
+        batch system cannot (the job then waits, and the run fails at the allocation's end)."""
+        return False
 
     def address(self, host: str) -> str:
         """Where the other jobs reach ``host`` (rendezvous); by default its name."""

@@ -72,14 +72,13 @@ class CommandDeployer(Deployer):
     def submit(self, plan: JobPlan, time_limit: int) -> str:
         if self.remote:
             check_shared(self.runner, self.cluster, plan, self.timeout)
-        walltime = self.walltime(time_limit)
         try:
             job = JobSpec(
                 name=plan.component,
                 user=getpass.getuser(),
                 argv=plan.argv,
                 hosts=len(plan.hosts),
-                walltime=walltime,
+                walltime=time_limit,
                 reservation=plan.reservation,
                 workdir=str(plan.workdir),
                 environment=dict(plan.environment),
@@ -96,10 +95,6 @@ class CommandDeployer(Deployer):
             return self.job_id(done.stdout)
         except ValueError as error:
             raise DeployError(f"{self.cluster}: {error}") from error
-
-    def walltime(self, time_limit: int) -> int:
-        """The walltime to ask for a job whose allocation leaves ``time_limit`` seconds."""
-        return time_limit
 
     @abstractmethod
     def command(self, plan: JobPlan, job: JobSpec) -> tuple[str, ...]:

@@ -38,11 +38,11 @@ from coorm_bridge.launchers.rundir import JobPlan
 #: Seconds one OAR command may take (each is a Perl program that opens the database: well under
 #: a second when the server is idle).
 TIMEOUT = 60
-#: Seconds of the time limit left unused. OAR places an inner job only where it fits whole in
-#: its container from the meta-scheduler's next pass: a job asking for exactly what is left is
-#: never placed (``no_matching_slot``; OAR 2.5.9, a pass one second after the submission). The
-#: pass follows the submission within a second on an idle server, and up to ~11 s with
-#: Debian's ``SCHEDULER_MIN_TIME_BETWEEN_2_CALLS`` of 5 s.
+#: Seconds of the time limit left unused (the deployer's slack). OAR places an inner job only
+#: where it fits whole in its container from the meta-scheduler's next pass: a job asking for
+#: exactly what is left is never placed (``no_matching_slot``; OAR 2.5.9, a pass one second
+#: after the submission). The pass follows the submission within a second on an idle server,
+#: and up to ~11 s with Debian's ``SCHEDULER_MIN_TIME_BETWEEN_2_CALLS`` of 5 s.
 SCHEDULING_MARGIN = 30
 #: OAR's states as a launcher's (Error is refined from the job's events).
 STATES: dict[str, State] = {
@@ -64,6 +64,7 @@ STATES: dict[str, State] = {
 class OarDeployer(CommandDeployer):
     kind = "oar"
     unit = 1  # OAR's walltime is in seconds
+    slack = SCHEDULING_MARGIN
     tool = "oarsub"
     timeout = TIMEOUT
     environment = commands.ENV
@@ -99,15 +100,6 @@ class OarDeployer(CommandDeployer):
         if plan.reservation is None:
             raise DeployError(f"{self.cluster}: the start names no placeholder to submit into")
         return super().submit(plan, time_limit)
-
-    def walltime(self, time_limit: int) -> int:
-        walltime = time_limit - SCHEDULING_MARGIN
-        if walltime <= 0:
-            raise DeployError(
-                f"{self.cluster}: too late to submit: {time_limit} s left, and OAR needs "
-                f"{SCHEDULING_MARGIN} s to place a job in its container"
-            )
-        return walltime
 
     def command(self, plan: JobPlan, job: JobSpec) -> tuple[str, ...]:
         assert job.reservation is not None  # submit checked it

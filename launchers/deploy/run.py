@@ -29,6 +29,9 @@ class Run:
         self.display = display
         self.jobs: dict[str, str] = {}
         self.statuses: dict[str, JobStatus] = {}
+        self.limits: dict[str, int] = {}
+        """Each job's time limit, as submitted or since lowered (:meth:`_refit`)."""
+        self.start: StartEvent | None = None
         self.cancelling = False
 
     @property
@@ -38,7 +41,8 @@ class Run:
     def submit(self, start: StartEvent) -> None:
         """Submit every cluster's job; DeployError (after cancelling those that went in) when
         one could not be."""
-        now = int(time.time())
+        self.start = start
+        now = time.time()
         with ThreadPoolExecutor(max(1, len(self.plans))) as pool:
             futures = {
                 plan.cluster: pool.submit(self._submit, plan, start, now) for plan in self.plans
@@ -47,7 +51,7 @@ class Run:
         for cluster, future in futures.items():
             error = future.exception()
             if error is None:
-                job = future.result()
+                job, self.limits[cluster] = future.result()
                 self.jobs[cluster] = job
                 self.directory.record(cluster, job=job, state="submitted")
                 self.display.note(f"{cluster}: job {job} submitted")
@@ -58,15 +62,40 @@ class Run:
             self.cancel()
             raise DeployError("; ".join(failures))
 
-    def _submit(self, plan: JobPlan, start: StartEvent, now: int) -> str:
+    def _submit(self, plan: JobPlan, start: StartEvent, now: float) -> tuple[str, int]:
         deployer = self.deployers[plan.cluster]
-        limit = start.time_limit(now, deployer.unit)
+        limit = start.time_limit(now, deployer.unit, deployer.slack)
         if limit <= 0:
             raise DeployError(
                 f"{plan.cluster}: too late to submit, the allocation ends at {start.end} "
-                f"(less than {deployer.unit} s left)"
+                f"(less than {deployer.unit} s left once its batch system has started the job, "
+                f"which may take {deployer.slack:g} s)"
             )
-        return deployer.submit(plan, limit)
+        return deployer.submit(plan, limit), limit
+
+    def _refit(self, cluster: str, job: str) -> None:
+        """A job still pending whose limit, counted from now, would pass the allocation's end:
+        it would wait for ever where the next placeholder follows on its hosts. Its limit is
+        lowered to what fits (where the batch system lets the user do it)."""
+        deployer, start = self.deployers[cluster], self.start
+        assert start is not None
+        now = time.time()
+        if now + self.limits[cluster] <= start.end:
+            return
+        fits = start.time_limit(now, deployer.unit, deployer.slack)
+        if fits <= 0:
+            return  # nothing fits any more: the allocation's end will stop it
+        try:
+            lowered = deployer.refit(job, fits)
+        except DeployError as error:
+            self.display.warn(f"{error} (will try again)")
+            return
+        if lowered:
+            self.limits[cluster] = fits
+            self.display.note(
+                f"{cluster}: job {job} not started yet: its time limit lowered to {fits} s, "
+                "so that it ends with the allocation"
+            )
 
     def poll(self) -> bool:
         """Read every unfinished job's state; whether all have finished. The first failure
@@ -80,6 +109,8 @@ class Run:
             except DeployError as error:
                 self.display.warn(f"{error} (will ask again)")
                 continue
+            if status.state == "pending" and not self.cancelling:
+                self._refit(cluster, job)
             if status != known:
                 self.statuses[cluster] = status
                 self.directory.record(

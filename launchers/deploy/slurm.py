@@ -33,6 +33,9 @@ TIMEOUT = 30
 class SlurmDeployer(CommandDeployer):
     kind = "slurm"
     unit = 60  # Slurm's --time is in minutes
+    #: slurmctld starts a job in an active reservation at the scheduling its submission
+    #: triggers, well within a second; one it starts later gets its limit lowered (:meth:`refit`).
+    slack = 5
     tool = "sbatch"
     timeout = TIMEOUT
     environment = commands.ENV
@@ -75,6 +78,17 @@ class SlurmDeployer(CommandDeployer):
         done = self._run(commands.scancel(self.target, job))
         if not done.ok:
             raise DeployError(f"{self.cluster}: scancel {job}: {said(done)}")
+
+    def refit(self, job: str, time_limit: int) -> bool:
+        """``scontrol update JobId=ID TimeLimit=M``: a user may lower their own job's limit."""
+        try:
+            argv = commands.lower_time_limit(self.target, job, time_limit)
+        except ValueError as error:
+            raise DeployError(f"{self.cluster}: {error}") from error
+        done = self._run(argv)
+        if not done.ok:
+            raise DeployError(f"{self.cluster}: scontrol update {job}: {said(done)}")
+        return True
 
     def address(self, host: str) -> str:
         """The node's ``NodeAddr`` (its name when Slurm does not say)."""

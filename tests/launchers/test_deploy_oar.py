@@ -19,7 +19,7 @@ from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.core.model import ClusterInfo, Submission
 from coorm_bridge.launchers.deploy import deployer_for
 from coorm_bridge.launchers.deploy.base import DeployError, JobStatus
-from coorm_bridge.launchers.deploy.oar import SCHEDULING_MARGIN, OarDeployer
+from coorm_bridge.launchers.deploy.oar import OarDeployer
 from coorm_bridge.launchers.rundir import JobPlan
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "oar" / "deploy"
@@ -94,7 +94,7 @@ def test_an_inner_job_into_the_named_container_on_exactly_the_granted_hosts(tmp_
         "-p",
         "cluster='alpha' AND host IN ('alpha-1','alpha-2')",
         "-l",
-        f"/host=2,walltime={commands.walltime(600 - SCHEDULING_MARGIN)}",
+        f"/host=2,walltime={commands.walltime(600)}",
         "-O",
         str(tmp_path / "alpha.out"),
         "-E",
@@ -133,10 +133,8 @@ def test_what_oarsub_refused_is_told(tmp_path):
         oar.submit(plan(tmp_path), 600)
 
 
-def test_too_late_for_oar_to_place_a_job_submits_nothing(tmp_path):
+def test_a_plan_without_a_placeholder_submits_nothing(tmp_path):
     oar, runner = deployer()
-    with pytest.raises(DeployError, match="too late to submit"):
-        oar.submit(plan(tmp_path), SCHEDULING_MARGIN)
     with pytest.raises(DeployError, match="names no placeholder"):
         oar.submit(plan(tmp_path, None), 600)
     assert runner.calls == []
