@@ -11,6 +11,7 @@ is a configuration or programming problem that needs an admin.
 
 from __future__ import annotations
 
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -315,6 +316,15 @@ class Adapter(ABC):
         the host's clock, hence the default.
         """
         return int(time.time())
+
+    def instant(self) -> float:
+        """:meth:`now` to the fraction of a second: for a time the bridge must not round down,
+        such as a ``done`` that starts a ghost (a ghost from the whole second before would end
+        up to a second early, and a local job could start on its hosts then). The host's
+        clock; an adapter whose :meth:`now` keeps another time gets that whole second."""
+        exact = time.time()
+        whole = self.now()
+        return exact if math.floor(exact) == whole else float(whole)
 
     def speedup(self) -> float | None:
         """Seconds of :meth:`now` per second of the host's clock: 1.0 for batch systems, which

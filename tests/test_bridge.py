@@ -155,6 +155,24 @@ def test_done_leaves_a_ghost_for_fair_start_then_releases_everything(site):
     assert site.events(sid)[-1].type == "ended"
 
 
+def test_a_done_late_in_its_second_keeps_the_ghost_for_the_whole_fair_start(site, monkeypatch):
+    """A done at +10.94 s: a ghost counted from +10 would end 0.94 s early, and a local job
+    could start on its hosts then. It ends at +41, not before done + 30."""
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.request(sid, {"c1": 2, "c2": 1}, 1000)
+    site.step(T0 + 2)
+    site.step(T0 + 10)
+    monkeypatch.setattr(site.adapter, "instant", lambda: T0 + 10.94)
+    assert site.bridge.done("alice", sid).done_at == T0 + 11
+    site.step(T0 + 11)
+    assert {r.end for c in ("c1", "c2") for r in site.ours(c).values()} == {T0 + 41}
+    site.step(T0 + 40)
+    assert site.state(sid) is AppState.GHOST
+    site.step(T0 + 41)
+    assert site.state(sid) is AppState.FINISHED
+
+
 class LeadingAdapter(MockAdapter):
     """A batch system that makes reservations only from 20 s ahead (as OAR's next pass)."""
 

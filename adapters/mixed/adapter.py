@@ -214,6 +214,11 @@ class MixedAdapter(Adapter):
             return self.systems[0].adapter.now()
         return int(time.time())
 
+    def instant(self) -> float:
+        if len(self.systems) == 1:
+            return self.systems[0].adapter.instant()
+        return time.time()
+
     def reservation_lead(self) -> int:
         """The largest of the systems': a request's placeholders all start at one time."""
         return max((system.adapter.reservation_lead() for system in self.systems), default=0)

@@ -141,6 +141,9 @@ class MockAdapter(Adapter):
         """The simulated platform's time; no lock, the clock is safe to read from any thread."""
         return self.clock.now()
 
+    def instant(self) -> float:
+        return self.clock.instant()
+
     def speedup(self) -> float | None:
         """The wall clock's speed-up; None on a virtual clock."""
         return self.clock.speedup if isinstance(self.clock, WallClock) else None

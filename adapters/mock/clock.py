@@ -62,6 +62,10 @@ class Clock(ABC):
     def call_at(self, t: int, callback: Callable[[], None]) -> Handle:
         """Run ``callback`` once platform time reaches ``t``; a past ``t`` runs it next."""
 
+    def instant(self) -> float:
+        """:meth:`now` to the fraction of a second (a virtual clock's time is whole)."""
+        return float(self.now())
+
     def call_later(self, delay: int, callback: Callable[[], None]) -> Handle:
         """:meth:`call_at` ``delay`` seconds from now."""
         return self.call_at(self.now() + delay, callback)
@@ -193,8 +197,11 @@ class WallClock(Clock):
         return self._thread
 
     def now(self) -> int:
+        return math.floor(self.instant())
+
+    def instant(self) -> float:
         elapsed = (time.monotonic() - self._real_start) * self.speedup
-        return min(MAX_TIME, self.origin + math.floor(elapsed))
+        return min(float(MAX_TIME), self.origin + elapsed)
 
     def reading(self) -> tuple[int, float]:
         """Platform time and wall-clock time (Unix seconds) read together: where a restarted

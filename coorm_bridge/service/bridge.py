@@ -10,6 +10,7 @@ so that a pass always sees a consistent application table.
 from __future__ import annotations
 
 import logging
+import math
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
@@ -179,7 +180,8 @@ class Bridge:
                 raise Conflict(
                     f"session {session_id} is {row.state}, not started: withdraw it instead"
                 )
-            now = max(self.now(), row.started_at or 0)
+            # Rounded up: the ghost lasts fair_start from the done itself, never less.
+            now = max(math.ceil(self.adapter.instant()), row.started_at or 0)
             row = self.store.update_session(
                 session_id, now=now, state=AppState.FINISH_SENT, done_at=now
             )

@@ -253,3 +253,41 @@ def test_a_coupled_run_followed_by_another_placeholder_on_its_hosts_runs(
     (run,) = (folder / "coorm-runs").iterdir()
     assert (run / "solver.start").exists()
     assert (run / "coupler.start").exists()
+
+
+def test_a_local_job_waits_the_whole_fair_start_after_done(bridge, slurm_partitions):
+    """A local job queued on an application's hosts starts when its ghost ends: fair_start
+    (3 s) after the done itself, not after the whole second before it."""
+    folder, daemon = bridge
+    slurm = slurm_partitions
+    stamp = folder / "local.start"
+    with daemon.client() as client:
+        sid = client.subscribe(name="ghost").session
+        client.request(sid, nodes={"alpha": 8}, duration=300)
+        wait_for(client, sid, "start")
+        local = slurm.run(
+            "sbatch", "--parsable", "-p", "alpha", "-N", "8", "-t", "1", "-o", "/dev/null",
+            f"--chdir={folder}", f"--wrap=date +%s.%N > {stamp}",
+        ).stdout.strip()  # fmt: skip
+        assert job_field(slurm, local, "JobState") == "PENDING"  # the placeholder holds
+        while not 0.6 <= time.time() % 1 < 0.8:  # late in its second, as a done may well be
+            time.sleep(0.01)
+        done = time.time()
+        client.done(sid)
+        deadline = time.monotonic() + FAILSAFE
+        while (info := client.session(sid)).state == "finish_sent":
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        assert info.state == "ghost", info
+        (ghost,) = placeholders(slurm, sid).values()  # read while it holds, before it expires
+        while job_field(slurm, local, "JobState") != "COMPLETED":
+            assert time.monotonic() < deadline, slurm.run("squeue").stdout
+            time.sleep(0.2)
+    started = float(stamp.read_text())
+    print(
+        f"ghost until done + {ghost[1] - done:.2f} s, the local job started "
+        f"{started - done:.2f} s after done (fair_start 3 s)"
+    )
+    assert info.end == ghost[1]
+    assert done + 3 <= ghost[1] < done + 4  # to Slurm's second, never less
+    assert started >= done + 3
