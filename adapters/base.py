@@ -138,12 +138,19 @@ class Reservation(Frozen):
     hosts: PositiveCount
     host_names: tuple[Name, ...] = ()
     users: tuple[UserName, ...] = ()
+    launched: bool | None = None
+    """Whether jobs submitted into it can start now. None: from its start on (Slurm, the
+    mock); OAR launches a container only at a scheduler pass after its start."""
 
     @model_validator(mode="after")
     def _ordered(self) -> Self:
         if self.end <= self.start:
             raise ValueError(f"reservation {self.name} ends ({self.end}) before it starts")
         return self
+
+    def begun(self, now: int) -> bool:
+        """Whether a job submitted into it at ``now`` can start at once."""
+        return self.start <= now if self.launched is None else self.launched
 
 
 class ClusterSnapshot(Frozen):

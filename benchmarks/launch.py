@@ -17,6 +17,18 @@ on the embedded mock platform, in fresh interpreters (medians of ``--starts``)::
 
     launch_start starts=N import_ms=I subscribe_ms=S process_ms=P
 
+``deploy``: from a start to the components running, with the shipped configuration's
+``[policy]`` and ``[placement]`` (``etc/coorm-bridge*.toml``: a 10 s poll, OAR's 15 s lead), for
+each ``--kinds`` (``mock``, and as root ``slurm`` and ``oar``, brought up by the tests' scripts):
+``coorm-launch`` runs a two-cluster application whose components write when they began, on an
+idle platform, ``--deploys`` times (medians, and the worst)::
+
+    launch_deploy kind=K runs=N told_s=T begin_s=B worst_begin_s=W apart_s=A
+
+``told_s``: the start event after the allocation's start; ``begin_s``: the later component's
+first instruction after the launcher was told (the issue's "within 2 s"); ``apart_s``: between
+the two components.
+
 ``cem`` solves a mesh of 10^7 tetrahedra over 10^4 iterations (about 2 h on one cluster);
 ``moldable`` 100 h of sequential work with a 2% serial fraction.
 """
@@ -24,6 +36,9 @@ on the embedded mock platform, in fresh interpreters (medians of ``--starts``)::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
+import os
 import random
 import shutil
 import statistics
@@ -31,6 +46,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import tomllib
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
@@ -167,8 +183,165 @@ def start(args: argparse.Namespace) -> list[str]:
     ]
 
 
+REPO = Path(__file__).resolve().parent.parent
+#: The deploy figure's application: two clusters, each component stamps when it began.
+_STAMP = 'date +%s.%N > "$COORM_RUN_DIR/$COORM_COMPONENT.start"'
+_DEPLOYED = f"""
+duration = 600
+[selector]
+name = "rigid"
+params = {{ nodes = {{ alpha = 2, beta = 1 }} }}
+[deployment]
+poll_interval = 0.2
+mpi = "none"
+[[component]]
+name = "solver"
+command = ["sh", "-c", '{_STAMP}']
+clusters = ["alpha"]
+[[component]]
+name = "coupler"
+command = ["sh", "-c", '{_STAMP}']
+clusters = ["beta"]
+"""
+_MOCK_PLATFORM = '[[cluster]]\nname = "alpha"\nhosts = 8\n[[cluster]]\nname = "beta"\nhosts = 8\n'
+
+
+def _shipped(kind: str) -> str:
+    """The shipped example's ``[policy]`` and ``[placement]`` tables, as they are."""
+    name = {"mock": "coorm-bridge.toml"}.get(kind, f"coorm-bridge-{kind}.toml")
+    shipped = tomllib.loads((REPO / "etc" / name).read_text())
+    lines = []
+    for table in ("policy", "placement"):
+        lines.append(f"[{table}]")
+        lines += [f"{k} = {v!r}" for k, v in shipped.get(table, {}).items()]
+    return "\n".join(lines).replace("True", "true").replace("False", "false") + "\n"
+
+
+@contextlib.contextmanager
+def _platform(kind: str, folder: Path) -> Iterator[tuple[str, str | None]]:
+    """An idle batch system of clusters alpha and beta, 8 hosts each: its ``[adapter]`` table,
+    and the user the launcher runs as (None: this one)."""
+    if kind == "mock":
+        (folder / "platform.toml").write_text(_MOCK_PLATFORM)
+        yield 'kind = "mock"\nplatform = "platform.toml"\nrun_jobs = true\n', None
+        return
+    script = REPO / "tests" / kind / f"{kind}-local.sh"
+    env = {**os.environ, "BASE": str(folder / kind), "PORT_BASE": "18000"}
+    up = subprocess.run(  # noqa: S603 - our own argument vector
+        ["bash", str(script), "up"], env=env, capture_output=True, text=True, check=False  # noqa: S607
+    )
+    if up.returncode != 0:
+        raise RuntimeError(f"{script.name} up failed: {up.stderr[-2000:]}")
+    try:
+        if kind == "slurm":
+            conf = folder / "slurm" / "etc" / "coorm.conf"
+            yield "kind = \"slurm\"\n" + "".join(
+                f'[[adapter.cluster]]\nname = "{c}"\npartition = "{c}"\nslurm_conf = "{conf}"\n'
+                for c in ("alpha", "beta")
+            ), None
+        else:
+            shipped = tomllib.loads((REPO / "etc" / "coorm-bridge-oar.toml").read_text())
+            lead = shipped["adapter"]["reservation_lead"]
+            users = _env_file(folder / "oar" / "env.sh").get("COORM_OAR_USERS", "").split()
+            yield (
+                f'kind = "oar"\nbackend = "cli"\nreservation_lead = {lead}\n'
+                '[[adapter.cluster]]\nname = "alpha"\n[[adapter.cluster]]\nname = "beta"\n'
+            ), users[0]
+    finally:
+        subprocess.run(  # noqa: S603 - our own argument vector
+            ["bash", str(script), "down"], env=env, capture_output=True, check=False  # noqa: S607
+        )
+
+
+def _env_file(path: Path) -> dict[str, str]:
+    found = {}
+    for line in path.read_text().splitlines():
+        if line.startswith("export ") and "=" in line:
+            key, value = line.removeprefix("export ").split("=", 1)
+            found[key] = value.strip('"')
+    return found
+
+
+def _deployed(kind: str, runs: int) -> str:
+    """``runs`` coorm-launch runs on ``kind``; the figure's line."""
+    folder = Path(tempfile.mkdtemp(prefix=f"cbdeploy-{kind}-", dir="/tmp"))
+    folder.chmod(0o755)
+    bin_dir = Path(sys.executable).parent
+    told, begins, apart = [], [], []
+    try:
+        with _platform(kind, folder) as (adapter, user):
+            config = folder / "bridge.toml"
+            config.write_text(
+                '[bridge]\nsocket = "b.sock"\nstate_dir = "state"\n'
+                + _shipped(kind)
+                + "[adapter]\n"
+                + adapter
+            )
+            daemon = subprocess.Popen(  # noqa: S603 - our own argument vector
+                [str(bin_dir / "coorm-bridge"), "serve", "--config", str(config)],
+                cwd=folder, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            )  # fmt: skip
+            try:
+                _wait_for(folder / "b.sock", daemon)
+                for n in range(runs):
+                    run = _one_run(folder / f"run{n}", folder / "b.sock", user, bin_dir)
+                    document = json.loads((run / "run.json").read_text())
+                    began = [float((run / f"{c}.start").read_text()) for c in ("solver", "coupler")]
+                    told.append(document["told"] - document["start"])
+                    begins.append(max(began) - document["told"])
+                    apart.append(abs(began[0] - began[1]))
+            finally:
+                daemon.terminate()
+                daemon.wait(60)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return (
+        f"launch_deploy kind={kind} runs={runs} told_s={statistics.median(told):.2f} "
+        f"begin_s={statistics.median(begins):.2f} worst_begin_s={max(begins):.2f} "
+        f"apart_s={statistics.median(apart):.2f}"
+    )
+
+
+def _wait_for(socket: Path, daemon: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 120
+    while not socket.exists():
+        if daemon.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError("the daemon did not start")
+        time.sleep(0.1)
+
+
+def _one_run(root: Path, socket: Path, user: str | None, bin_dir: Path) -> Path:
+    """One coorm-launch, as ``user``; its run directory."""
+    root.mkdir()
+    app = root / "app.toml"
+    app.write_text(_DEPLOYED)
+    argv = [str(bin_dir / "coorm-launch"), str(app), "--url", f"unix://{socket}", "--plain",
+            "--run-root", str(root)]  # fmt: skip
+    if user is not None:
+        shutil.chown(root, user, user)
+        shutil.chown(app, user, user)
+        argv = ["runuser", "-u", user, "--", *argv]
+    env = {**os.environ, "PATH": f"{os.environ.get('PATH', '')}:/usr/sbin:/sbin"}
+    done = subprocess.run(  # noqa: S603 - our own argument vector
+        argv, cwd=root, env=env, capture_output=True, text=True, timeout=900, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"coorm-launch failed: {done.stdout[-2000:]}{done.stderr[-2000:]}")
+    (run,) = (d for d in root.iterdir() if d.is_dir())
+    return run
+
+
+def deploy_figure(args: argparse.Namespace) -> list[str]:
+    """``launch_deploy``: see the module docstring."""
+    return [_deployed(kind, args.deploys) for kind in args.kinds.split(",")]
+
+
 #: Every figure this benchmark prints, by name (another figure: another entry).
-FIGURES: dict[str, Callable[[argparse.Namespace], list[str]]] = {"select": select, "start": start}
+FIGURES: dict[str, Callable[[argparse.Namespace], list[str]]] = {
+    "select": select,
+    "start": start,
+    "deploy": deploy_figure,
+}
 
 
 def main() -> None:
@@ -177,6 +350,10 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--views", type=int, default=200, help="views per selector (select)")
     parser.add_argument("--starts", type=int, default=5, help="launcher starts (start)")
+    parser.add_argument("--deploys", type=int, default=3, help="runs per kind (deploy)")
+    parser.add_argument(
+        "--kinds", default="mock", help="comma-separated: mock, slurm, oar (deploy)"
+    )
     args = parser.parse_args()
     for name, figure in FIGURES.items():
         if args.only in (None, name):

@@ -21,6 +21,7 @@ import hashlib
 import json
 import os
 import re
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -210,6 +211,8 @@ def prepare(
         "application": app.name,
         "start": start.time,
         "end": start.end,
+        # when the launcher was told, by its clock: what its jobs' start is measured against
+        "told": round(time.time(), 3),
         "directory": str(folder),
         "components": described,
     }

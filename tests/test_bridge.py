@@ -180,26 +180,25 @@ class LeadingAdapter(MockAdapter):
         return 20
 
 
-def test_placeholders_start_a_reservation_lead_ahead_and_done_before_they_begin_is_a_ghost(
+def test_placeholders_start_a_reservation_lead_ahead_and_the_start_is_told_when_they_begin(
     tmp_path,
 ):
-    site = Site(tmp_path, fair_start=5)  # the ghost would end before its placeholders begin
+    site = Site(tmp_path, fair_start=5)
     site.adapter = LeadingAdapter(parse_platform(PLATFORM), VirtualClock(T0))
     site.bridge = Bridge(site.bridge.config, site.adapter, site.store)
     sid = site.subscribe()
     site.step(T0 + 1)
     site.request(sid, {"c1": 2, "c2": 1}, 1000)
     site.step(T0 + 2)
-    (start,) = site.events(sid, "start")
     held = {r.start for c in ("c1", "c2") for r in site.ours(c).values()}
-    assert held == {start.time + 20}  # one start for every cluster, the lead ahead
-    site.bridge.done("alice", sid)  # before its placeholders began
-    site.step(T0 + 3)
-    assert site.state(sid) is AppState.GHOST
-    assert not site.events(sid, "error")
-    site.step(T0 + 40)
-    assert site.state(sid) is AppState.FINISHED
-    assert site.ours("c1") == site.ours("c2") == {}
+    assert held == {T0 + 22}  # one start for every cluster, the lead ahead
+    assert site.events(sid, "start") == []  # its jobs would wait for the placeholders
+    site.step(T0 + 21)
+    assert site.events(sid, "start") == []
+    site.step(T0 + 22)
+    (start,) = site.events(sid, "start")
+    assert (start.time, start.end) == (T0 + 22, T0 + 22 + 1000)  # when they begin
+    assert site.state(sid) is AppState.STARTED
 
 
 def test_withdraw_before_start_cancels_and_releases_placeholders_held_ahead(site):

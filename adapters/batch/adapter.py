@@ -39,8 +39,9 @@ from coorm_bridge.core.model import ClusterInfo, Interconnect
 
 log = logging.getLogger(__name__)
 
-#: Failures that are conflicts with what the batch system holds: the placement loop retries.
-REFUSALS = frozenset({"busy", "overlap", "in_use", "invalid_time"})
+#: Failures that are conflicts with what the batch system holds, or a limit of the session's user:
+#: the placement loop retries.
+REFUSALS = frozenset({"busy", "overlap", "in_use", "invalid_time", "user_refused"})
 
 
 class BatchAdapter(Adapter, Generic[B]):

@@ -27,8 +27,9 @@ from coorm_bridge.core.model import Submission
 #: "in_use", "invalid_time": a conflict the placement loop works around (Refused);
 #: "invalid_user": it does not know a reservation's user (NotPermitted: that session ends);
 #: "no_rights": it will not let the bridge's own account do it (LacksRights: an admin must
-#: act, no session ends); "no_such_reservation" on a delete: already gone (success); the rest:
-#: AdapterError.
+#: act, no session ends); "user_refused": it will not now for that session's user (a limit of
+#: theirs: Refused, tried again, the bridge's rights are not in doubt); "no_such_reservation" on
+#: a delete: already gone (success); the rest: AdapterError.
 ErrorKind = Literal[
     "unreachable",
     "busy",
@@ -37,6 +38,7 @@ ErrorKind = Literal[
     "invalid_time",
     "invalid_user",
     "no_rights",
+    "user_refused",
     "no_such_reservation",
     "no_such_job",
     "other",

@@ -15,7 +15,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware, Read, ReadFailure
-from coorm_bridge.adapters.oar import parse
+from coorm_bridge.adapters.oar import commands, parse
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.moves import Mover
 
@@ -88,11 +88,17 @@ class OarBackend(Backend[OarBinding]):
             for j in jobs
         )
         if late:
-            self._nudged = now
-            try:
-                self.notify()
-            except (BatchFailure, AdapterError) as failure:
-                log.info("OAR's scheduler could not be asked for a pass: %s", failure)
+            self._nudge(now)
+
+    def _nudge(self, now: int) -> None:
+        """Ask for a scheduler pass, at most once per :data:`NUDGE_EVERY` seconds."""
+        if now < self._nudged + NUDGE_EVERY:
+            return
+        self._nudged = now
+        try:
+            self.notify()
+        except (BatchFailure, AdapterError) as failure:
+            log.info("OAR's scheduler could not be asked for a pass: %s", failure)
 
     def extend(self, job: parse.JobRecord, seconds: int) -> None:
         """Change a running job's walltime; by default OAR cannot be asked."""
@@ -107,6 +113,25 @@ class OarBackend(Backend[OarBinding]):
     def owner(self, users: Sequence[str]) -> str:
         """Who submits a placeholder for these users."""
         return users[0] if self.submit_as == "owner" else self.submit_as
+
+    def as_owner(self, failure: BatchFailure) -> BatchFailure:
+        """A placeholder's refusal, said of whom it concerns. Submitted as the session's owner
+        (``submit_as = "owner"``), OAR's admission rules speak of that user, not of the bridge:
+        root and ``oar`` may never submit (that session ends: run it as another user), and a
+        user's cap on waiting reservations holds that session back only (it is tried again).
+        Submitted as one account, both are the bridge's own rights (an admin must act)."""
+        if self.submit_as != "owner" or failure.kind != "no_rights":
+            return failure
+        said = str(failure)
+        if commands.ROOT_REFUSED in said:
+            return BatchFailure(
+                "invalid_user",
+                f"{said.split(';')[0]}; OAR never runs jobs as root or oar: run the application "
+                "as another user",
+            )
+        if commands.RESERVATIONS_CAPPED in said:
+            return BatchFailure("user_refused", said)
+        return failure
 
     def hardware(self, binding: OarBinding) -> Hardware:
         return parse.hardware(parse.in_cluster(self.resources(binding), binding))
@@ -149,8 +174,17 @@ class OarBackend(Backend[OarBinding]):
         return found
 
     def reservation(self, binding: OarBinding, name: str) -> Reservation | None:
-        found = self.held(binding, name, self.now())
-        return found[-1][1] if found else None  # during a move, the newer one
+        """The placeholder named ``name`` (during a move, the newer one). One whose start has
+        come but that OAR has not launched yet gets a scheduler pass asked for: the bridge reads
+        it back to start its application, which waits for it."""
+        now = self.now()
+        found = self.held(binding, name, now)
+        if not found:
+            return None
+        made = found[-1][1]
+        if made.start <= now and not made.begun(now):
+            self._nudge(now)
+        return made
 
     def create_reservation(self, binding: OarBinding, spec: ReservationSpec) -> None:
         self.submit_reservation(binding, spec)

@@ -68,7 +68,10 @@ class OarCliBackend(OarBackend):
 
     def submit_reservation(self, binding: OarBinding, spec: ReservationSpec) -> str:
         argv = commands.create_reservation(binding, spec, self._as(self.owner(spec.users)))
-        return commands.created_job_id(self._run(argv).stdout)
+        try:
+            return commands.created_job_id(self._run(argv).stdout)
+        except BatchFailure as failure:
+            raise self.as_owner(failure) from failure
 
     def submit_inner(self, binding: OarBinding, job: JobSpec, container: str) -> str:
         argv = commands.submit_inner(binding, job, container, self._as(job.user))

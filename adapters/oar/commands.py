@@ -295,17 +295,21 @@ def created_job_id(output: str) -> str:
     return str(found[-1])
 
 
+#: OAR 2.5.9's admission rules: no job as root or oar; 2 waiting reservations per user unless
+#: listed in unlimited_reservation.users (rule 12).
+ROOT_REFUSED = "root and oar users are not allowed to submit"
+RESERVATIONS_CAPPED = "waiting advance reservations"
 #: What OAR 2.5.9 prints, to the kind of failure it is (the first that matches wins).
 _SAID: tuple[tuple[str, ErrorKind, str], ...] = (
     ("Reservation not valid", "overlap", ""),
     (
-        "root and oar users are not allowed to submit",
+        ROOT_REFUSED,
         "no_rights",
         "; OAR lets no job be submitted as root or oar: set submit_as to another account, or "
         "let the bridge act as each owner (REST API behind a trusted proxy, or runuser)",
     ),
     (
-        "waiting advance reservations",
+        RESERVATIONS_CAPPED,
         "no_rights",
         "; list the placeholders' owners (or the submit_as account) in OAR's "
         "unlimited_reservation.users (admission rule 12 caps everyone else at 2 waiting "

@@ -281,6 +281,7 @@ def held(job: JobRecord, host_of: Mapping[str, str]) -> Reservation | None:
         hosts=len(hosts),
         host_names=hosts,
         users=(job.owner,) if job.owner else (),
+        launched=job.state == "Running",
     )
 
 

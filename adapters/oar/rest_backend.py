@@ -181,7 +181,10 @@ class OarRestBackend(OarBackend):
             "directory": commands.LAUNCHING_DIRECTORY,
             "command": commands.placeholder_command(spec.start),
         }
-        return self._post(body, self.owner(spec.users))
+        try:
+            return self._post(body, self.owner(spec.users))
+        except BatchFailure as failure:
+            raise self.as_owner(failure) from failure
 
     def submit_inner(self, binding: OarBinding, job: JobSpec, container: str) -> str:
         """As a ``script``, never a ``command``: OAR's API puts a command through two shells

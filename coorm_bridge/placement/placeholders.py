@@ -172,14 +172,19 @@ class Placeholders:
             self.store.put_placeholder(old.model_copy(update={"status": status}))
 
     def confirm(
-        self, row: SessionRow, held: Mapping[str, PlaceholderRow]
-    ) -> dict[str, PlaceholderRow]:
+        self, row: SessionRow, held: Mapping[str, PlaceholderRow], now: int
+    ) -> tuple[dict[str, PlaceholderRow], list[str]]:
         """Read each placeholder back from its batch system before a launcher is told its hosts:
         a batch system may have swapped a host that went down. The hosts recorded (and told) are
         the batch system's; a placeholder gone, shrunk or moved is a failed start (tried again).
+
+        Also returns, per placeholder that has not begun yet (held from the adapter's lead on,
+        or not launched by its batch system yet), why: a launcher told to start then would
+        submit jobs that wait for it, and its components would not start together.
         """
         assert not self.store.in_transaction, "no batch-system call inside a store transaction"
         confirmed: dict[str, PlaceholderRow] = {}
+        unbegun: list[str] = []
         for cluster, placeholder in sorted(held.items()):
             kept = placeholder
             try:
@@ -195,12 +200,17 @@ class Placeholders:
             problem = "gone" if made is None else asked.unmet_by(made)
             if made is None or problem is not None:
                 raise CoAllocationFailed(f"{cluster}: placeholder {kept.name} is {problem}")
+            if not made.begun(now):
+                when = "its batch system has not launched it yet" if made.start <= now else (
+                    f"it begins at {made.start}"
+                )
+                unbegun.append(f"{cluster}: placeholder {kept.name} not begun ({when})")
             if set(made.host_names) != set(kept.host_names):
                 log.info("%s: %s now holds %s", cluster, kept.name, ", ".join(made.host_names))
                 kept = kept.model_copy(update={"host_names": made.host_names})
                 self.store.put_placeholder(kept)
             confirmed[cluster] = kept
-        return confirmed
+        return confirmed, unbegun
 
     # -- ghosts and release -------------------------------------------------------------------
 

@@ -175,10 +175,11 @@ class Enactor:
         # A long pass may have crossed a second: a reservation cannot begin in the past.
         now = max(now, self.adapter.now())
         start = now if isinstance(intent, Start) else max(intent.start, now)
+        unbegun: list[str] = []
         try:
             held = self.placeholders.ensure(row, start, now)
             if isinstance(intent, Start):
-                held = self.placeholders.confirm(row, held)
+                held, unbegun = self.placeholders.confirm(row, held, self.adapter.now())
         except CoAllocationFailed as failed:
             self._failed(row, failed, now)
             return True
@@ -186,13 +187,20 @@ class Enactor:
         check_rights(
             self.adapter, self.problems, [c for c in held if self.problems.has("rights", c)], now
         )
-        busy = self._overrun(held) if isinstance(intent, Start) else None
+        busy, retry_at = None, now + 1
+        if isinstance(intent, Start):
+            # Told to start, a launcher submits at once: every placeholder must have begun and
+            # be free of others' jobs, or its components would not start together. Held from
+            # the adapter's lead on, it is looked at again when it begins, then every second.
+            busy = "; ".join(unbegun) if unbegun else self._overrun(held)
+            retry_at = max(retry_at, *(p.start for p in held.values()))
         with self.lock:
             if busy is not None:
                 # Held, but not usable yet: its launcher's jobs would wait there, on this
-                # cluster only. The next pass sees the hosts busy and starts it when they are not.
-                log.info("session %s: not started yet: %s", sid, busy)
-                self.placement[sid] = Backoff(0, now + 1)
+                # cluster only. Said once, looked at again until it is usable.
+                level = logging.DEBUG if sid in self.placement else logging.INFO
+                log.log(level, "session %s: not started yet: %s", sid, busy)
+                self.placement[sid] = Backoff(0, retry_at)
             elif isinstance(intent, Start):
                 self.placement.pop(sid, None)
                 fresh = self.store.session(sid)

@@ -17,6 +17,7 @@ from coorm_bridge.adapters.base import (
     JobSpec,
     JobState,
     LacksRights,
+    NotPermitted,
     Refused,
     ReservationSpec,
     Unavailable,
@@ -254,19 +255,24 @@ def test_a_reservation_oar_refuses_is_refused_with_its_suggestion() -> None:
 
 
 @pytest.mark.parametrize(
-    ("sample", "error"),
-    [("oarsub_root_refused.json", LacksRights),
-     ("oarsub_reservation_limit_refused.json", LacksRights)],
+    ("sample", "submit_as", "error"),
+    [("oarsub_root_refused.json", "coormsvc", LacksRights),
+     ("oarsub_reservation_limit_refused.json", "coormsvc", LacksRights),
+     ("oarsub_root_refused.json", "owner", NotPermitted),
+     ("oarsub_reservation_limit_refused.json", "owner", Refused)],
 )  # fmt: skip
-def test_admission_rules_are_the_bridges_lack_of_rights(
-    sample: str, error: type[AdapterError]
+def test_admission_rules_are_the_bridges_lack_of_rights_only_for_its_own_account(
+    sample: str, submit_as: str, error: type[AdapterError]
 ) -> None:
+    """Submitted as one account for everyone, OAR's admission rules are the bridge's rights
+    (an admin must act); submitted as the session's owner, they are that owner's: root's
+    session ends (OAR never runs jobs as root), a capped user's waits."""
     runner = OarCommands()
     runner.refuse = command(sample)
     with pytest.raises(error) as raised:
-        adapter(runner).create_reservation("beta", SPEC)
-    assert isinstance(raised.value, LacksRights)
-    assert "[ADMISSION RULE]" in raised.value.reason
+        adapter(runner, submit_as).create_reservation("beta", SPEC)
+    assert type(raised.value) is error
+    assert "[ADMISSION RULE]" in str(raised.value)
 
 
 def test_names_are_checked_before_any_command() -> None:

@@ -20,6 +20,7 @@ CONTAINER_NOW = Reservation(
     hosts=4,
     host_names=("beta-3", "beta-4", "beta-5", "beta-6"),
     users=("coorm_alice",),
+    launched=True,  # OAR launched it: jobs go in at once
 )
 CONTAINER_LATER = Reservation(
     name="container_later",
@@ -28,6 +29,7 @@ CONTAINER_LATER = Reservation(
     hosts=3,
     host_names=("beta-1", "beta-2", "beta-3"),
     users=("coorm_alice",),
+    launched=False,
 )
 BETA_JOBS = [
     Job(id="15", user="coorm_alice", state=JobState.RUNNING, hosts=2,
@@ -259,9 +261,9 @@ def test_rest_knows_reservations_that_are_not_containers() -> None:
     assert [j.id for j in jobs] == ["16", "17"]
     assert reservations == [
         Reservation(name="oar-24", start=1795517323, end=1795517923, hosts=1,
-                    host_names=("alpha-1",), users=("coorm_carol",)),
+                    host_names=("alpha-1",), users=("coorm_carol",), launched=False),
         Reservation(name="oar-25", start=1795520923, end=1795521523, hosts=1,
-                    host_names=("alpha-1",), users=("coorm_carol",)),
+                    host_names=("alpha-1",), users=("coorm_carol",), launched=False),
     ]  # fmt: skip
 
 

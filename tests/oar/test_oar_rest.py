@@ -434,8 +434,7 @@ def test_the_recorded_400_of_a_conflicting_reservation(mocked: responses.Request
 @pytest.mark.parametrize(
     ("sample", "error", "said"),
     [
-        ("rest_post_root_500.txt", LacksRights, "root and oar users are not allowed"),
-        ("rest_post_reservation_limit_500.txt", LacksRights, "unlimited_reservation.users"),
+        ("rest_post_root_500.txt", NotPermitted, "root and oar users are not allowed"),
         ("rest_post_without_ident_401.txt", LacksRights, "suitable authentication"),
         ("rest_post_hyphenated_user_401.txt", NotPermitted, "target user"),
     ],
@@ -449,6 +448,15 @@ def test_refusals_that_retrying_cannot_help(
         adapter().create_reservation("alpha", SPEC)
     assert type(raised.value) is error
     assert not isinstance(raised.value, Refused | Unavailable)
+
+
+def test_a_users_cap_on_waiting_reservations_holds_back_that_session_only(
+    mocked: responses.RequestsMock,
+) -> None:
+    serve(mocked)
+    recorded(mocked, "POST", "jobs.json", "rest_post_reservation_limit_500.txt")
+    with pytest.raises(Refused, match="unlimited_reservation.users"):
+        adapter().create_reservation("alpha", SPEC)
 
 
 def test_an_api_failure_nobody_sorted_is_a_plain_error(mocked: responses.RequestsMock) -> None:
