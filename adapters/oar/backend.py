@@ -124,10 +124,11 @@ class OarBackend(Backend[OarBinding]):
             return failure
         said = str(failure)
         if commands.ROOT_REFUSED in said:
+            first = said.partition(";")[0]
             return BatchFailure(
                 "invalid_user",
-                f"{said.split(';')[0]}; OAR never runs jobs as root or oar: run the application "
-                "as another user",
+                f"{first}; OAR never runs jobs as root or oar: run the application as another "
+                "user",
             )
         if commands.RESERVATIONS_CAPPED in said:
             return BatchFailure("user_refused", said)

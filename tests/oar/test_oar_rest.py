@@ -455,7 +455,7 @@ def test_a_users_cap_on_waiting_reservations_holds_back_that_session_only(
 ) -> None:
     serve(mocked)
     recorded(mocked, "POST", "jobs.json", "rest_post_reservation_limit_500.txt")
-    with pytest.raises(Refused, match="unlimited_reservation.users"):
+    with pytest.raises(Refused, match=r"unlimited_reservation\.users"):
         adapter().create_reservation("alpha", SPEC)
 
 
