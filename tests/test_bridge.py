@@ -201,6 +201,46 @@ def test_placeholders_start_a_reservation_lead_ahead_and_the_start_is_told_when_
     assert site.state(sid) is AppState.STARTED
 
 
+class LateLauncher(LeadingAdapter):
+    """As OAR: a reservation is launched only at a scheduler pass, 3 s after its start here;
+    every change to a reservation is counted (OAR re-submits one it has not launched)."""
+
+    updates = 0
+
+    def reservation(self, cluster, name):
+        made = super().reservation(cluster, name)
+        if made is None:
+            return None
+        return made.model_copy(update={"launched": self.now() >= made.start + 3})
+
+    def update_reservation(self, cluster, spec):
+        type(self).updates += 1
+        return super().update_reservation(cluster, spec)
+
+
+def test_a_start_waits_for_the_batch_system_to_launch_the_placeholders_and_leaves_them_be(
+    tmp_path,
+):
+    site = Site(tmp_path, fair_start=5)
+    site.adapter = LateLauncher(parse_platform(PLATFORM), VirtualClock(T0))
+    site.bridge = Bridge(site.bridge.config, site.adapter, site.store)
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.request(sid, {"c1": 2, "c2": 1}, 1000)
+    site.step(T0 + 2)
+    held = {(r.start, r.end) for c in ("c1", "c2") for r in site.ours(c).values()}
+    assert held == {(T0 + 22, T0 + 1022)}
+    for t in range(T0 + 3, T0 + 25):  # looked at every second, never moved while it waits
+        site.step(t)
+        assert site.events(sid, "start") == [], t
+        assert T0 + 22 <= site.store.session(sid).estimated_start <= max(T0 + 22, t + 1)
+    assert LateLauncher.updates == 0
+    site.step(T0 + 25)  # launched at +25: started then, lengthened to its whole duration
+    (start,) = site.events(sid, "start")
+    assert (start.time, start.end) == (T0 + 25, T0 + 1025)
+    assert {r.end for c in ("c1", "c2") for r in site.ours(c).values()} == {T0 + 1025}
+
+
 def test_withdraw_before_start_cancels_and_releases_placeholders_held_ahead(site):
     blocker, sid = site.subscribe(), site.subscribe()
     site.step(T0 + 1)

@@ -48,11 +48,13 @@ class Placeholders:
         """Make ``row``'s placeholders hold its request over ``[start, start + duration)``.
 
         Existing placeholders are updated in place when they all exist (a batch system never sees
-        a gap it could backfill); one that has begun keeps its start (it cannot move) and is
-        stretched to the end. A move the batch system refuses or does not answer keeps them where
-        they were (CoAllocationFailed, to be tried again). Otherwise (some missing, or one gone),
-        everything is released and reserved again on every cluster at once. Raises
-        :class:`CoAllocationFailed` when nothing could be held.
+        a gap it could backfill); one that has begun, or begins within the adapter's lead, keeps
+        its start and end (it cannot move; :meth:`stretch` lengthens it once its session
+        starts, rather than at every look while it waits: OAR re-submits a container it has
+        not launched yet to change it, and would never launch it). A move the batch system
+        refuses or does not answer keeps them where they were (CoAllocationFailed, to be tried
+        again). Otherwise (some missing, or one gone), everything is released and reserved again
+        on every cluster at once. Raises :class:`CoAllocationFailed` when nothing could be held.
         """
         assert row.request is not None
         assert not self.store.in_transaction, "no batch-system call inside a store transaction"
@@ -93,14 +95,15 @@ class Placeholders:
         held: dict[str, PlaceholderRow] = {}
         for cluster, old in sorted(current.items()):
             # Begun, or too close to move: a start within the lead would be OAR's, not ours.
-            begun = old.start <= now + self.adapter.reservation_lead()
-            want_start = old.start if begun else start
+            fixed = old.start <= now + self.adapter.reservation_lead()
+            want_start = old.start if fixed else start
+            want_end = max(old.end, old.start + row.request.duration) if fixed else end
             hosts = row.request.nodes[cluster]
-            if (old.start, old.end, old.hosts) == (want_start, end, hosts):
+            if (old.start, old.end, old.hosts) == (want_start, want_end, hosts):
                 held[cluster] = old
                 continue
             spec = ReservationSpec(
-                name=old.name, start=want_start, end=end, hosts=hosts, users=(row.owner,)
+                name=old.name, start=want_start, end=want_end, hosts=hosts, users=(row.owner,)
             )
             handle = self.adapter.update_reservation(cluster, spec)
             problem = spec.unmet_by(handle)
@@ -211,6 +214,32 @@ class Placeholders:
                 self.store.put_placeholder(kept)
             confirmed[cluster] = kept
         return confirmed, unbegun
+
+    def stretch(
+        self, row: SessionRow, held: Mapping[str, PlaceholderRow], until: int
+    ) -> dict[str, PlaceholderRow]:
+        """At its start, lengthen the placeholders that end before ``until`` (the session
+        starts later than they began: a job of someone else's overran, or OAR launched them
+        late). One the batch system will not lengthen keeps its end: the allocation then ends
+        with it (the start event says so)."""
+        assert not self.store.in_transaction, "no batch-system call inside a store transaction"
+        stretched = dict(held)
+        for cluster, old in sorted(held.items()):
+            if old.end >= until:
+                continue
+            spec = ReservationSpec(
+                name=old.name, start=old.start, end=until, hosts=old.hosts,
+                host_names=old.host_names, users=(row.owner,),
+            )  # fmt: skip
+            try:
+                handle = self.adapter.update_reservation(cluster, spec)
+            except AdapterError as error:
+                log.info("%s: %s kept its end %d, not %d: %s", cluster, old.name, old.end, until,
+                         error)  # fmt: skip
+                continue
+            if spec.unmet_by(handle) is None:
+                stretched[cluster] = self.record(row.id, handle, HELD)
+        return stretched
 
     # -- ghosts and release -------------------------------------------------------------------
 

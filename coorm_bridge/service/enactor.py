@@ -170,8 +170,13 @@ class Enactor:
         if isinstance(intent, Shrink):
             left = self.placeholders.shrink(row, intent.until)
             return self._released(row, left, "shrunk to its ghost", now)
-        if row.state is not AppState.WAITING:
-            return True  # the session moved on since the pass (withdrawn, new request)
+        if row.state is AppState.WAITING:
+            self._place(row, intent, now)
+        return True  # else the session moved on since the pass (withdrawn, new request)
+
+    def _place(self, row: SessionRow, intent: Hold | Start, now: int) -> None:
+        """Hold its placeholders from a start, or start it now if they are usable."""
+        sid = row.id
         # A long pass may have crossed a second: a reservation cannot begin in the past.
         now = max(now, self.adapter.now())
         start = now if isinstance(intent, Start) else max(intent.start, now)
@@ -182,7 +187,7 @@ class Enactor:
                 held, unbegun = self.placeholders.confirm(row, held, self.adapter.now())
         except CoAllocationFailed as failed:
             self._failed(row, failed, now)
-            return True
+            return
         # Held (or already held): a cluster thought to refuse the bridge is asked again now.
         check_rights(
             self.adapter, self.problems, [c for c in held if self.problems.has("rights", c)], now
@@ -194,25 +199,27 @@ class Enactor:
             # the adapter's lead on, it is looked at again when it begins, then every second.
             busy = "; ".join(unbegun) if unbegun else self._overrun(held)
             retry_at = max(retry_at, *(p.start for p in held.values()))
-        with self.lock:
-            if busy is not None:
+        if busy is not None:
+            with self.lock:
                 # Held, but not usable yet: its launcher's jobs would wait there, on this
                 # cluster only. Said once, looked at again until it is usable.
                 level = logging.DEBUG if sid in self.placement else logging.INFO
                 log.log(level, "session %s: not started yet: %s", sid, busy)
                 self.placement[sid] = Backoff(0, retry_at)
-            elif isinstance(intent, Start):
-                self.placement.pop(sid, None)
+                self.trigger()  # a pass places it no earlier, and comes back then
+            return
+        if isinstance(intent, Start):
+            assert row.request is not None
+            held = self.placeholders.stretch(row, held, now + row.request.duration)
+        with self.lock:
+            self.placement.pop(sid, None)
+            if isinstance(intent, Start):
                 fresh = self.store.session(sid)
                 waiting = fresh is not None and fresh.state is AppState.WAITING
                 if fresh is not None and waiting and fresh.request == row.request:
                     self.recorder.started(fresh, held, now)
                     self.placements += 1
-            else:
-                self.placement.pop(sid, None)
-            if isinstance(intent, Start):
                 self.trigger()  # its hosts leave the others' views at the next pass
-        return True
 
     def _overrun(self, held: Mapping[str, PlaceholderRow]) -> str | None:
         """A job of someone else's still running on the held hosts (past its time limit: Slurm

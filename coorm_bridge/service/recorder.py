@@ -90,9 +90,10 @@ class Recorder:
 
     def started(self, row: SessionRow, held: Mapping[str, PlaceholderRow], now: int) -> SessionRow:
         """The placeholders hold on every cluster: the session starts, and its launcher is told
-        the hosts and reservations as the batch systems reported them."""
+        the hosts and reservations as the batch systems reported them, and its end: its
+        duration from now, or the first placeholder's end if one could not be lengthened."""
         assert row.request is not None
-        end = now + row.request.duration
+        end = min(now + row.request.duration, *(p.end for p in held.values()))
         with self.batch():
             row = self.store.update_session(
                 row.id,

@@ -34,7 +34,7 @@ from coorm_bridge.launchers.display import PlainDisplay
 from coorm_bridge.launchers.rundir import prepare
 from tests import daemons
 from tests.oar.lab import OarInstance
-from tests.oar.test_oar_launch import AsUser
+from tests.oar.test_oar_launch import AsUser, outputs
 
 pytestmark = [pytest.mark.oar, pytest.mark.daemon]
 
@@ -48,6 +48,8 @@ duration = 600
 [selector]
 name = "rigid"
 params = {{ nodes = {{ alpha = 2, beta = 1 }} }}
+[deployment]
+mpi = "none"
 [[component]]
 name = "solver"
 command = ["sh", "-c", '{STAMP}']
@@ -155,7 +157,7 @@ def test_the_start_is_told_once_oar_runs_every_container_and_the_jobs_follow(
         while not run.poll():
             assert time.time() < start.end, run.statuses
             time.sleep(0.2)
-        assert run.exit_status() == 0, run.statuses
+        assert run.exit_status() == 0, (run.statuses, outputs(run))
         client.done(sid)
     began = {c: float((directory.path / f"{c}.start").read_text()) for c in ("solver", "coupler")}
     print(
