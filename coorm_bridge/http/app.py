@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coorm_bridge import __version__
 from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response, status_of
-from coorm_bridge.http.metrics import BridgeCollector
+from coorm_bridge.http.metrics import BridgeCollector, LongPollCollector
 from coorm_bridge.http.routes import metrics_router, router
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
 from coorm_bridge.service.bridge import Bridge
@@ -37,6 +37,8 @@ class Notifier:
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: dict[str, set[asyncio.Event]] = {}
+        self.waiting = 0
+        """Long polls waiting now (an int, so that a scrape in another thread can read it)."""
         self.passed = asyncio.Event()
         """Set (and replaced) after each pass: a request's answer waits on it, not a thread."""
 
@@ -59,12 +61,14 @@ class Notifier:
     def register(self, session_id: str) -> asyncio.Event:
         waiter = asyncio.Event()
         self.waiters.setdefault(session_id, set()).add(waiter)
+        self.waiting += 1
         return waiter
 
     def unregister(self, session_id: str, waiter: asyncio.Event) -> None:
         waiters = self.waiters.get(session_id)
-        if waiters is not None:
+        if waiters is not None and waiter in waiters:
             waiters.discard(waiter)
+            self.waiting -= 1
             if not waiters:
                 del self.waiters[session_id]
 
@@ -123,6 +127,7 @@ def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastA
     notifier = Notifier()
     registry = CollectorRegistry(auto_describe=True)
     registry.register(BridgeCollector(bridge))
+    registry.register(LongPollCollector(lambda: notifier.waiting))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
