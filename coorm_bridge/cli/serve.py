@@ -11,7 +11,8 @@ from pathlib import Path
 from coorm_bridge import __version__
 from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.http.app import create_app
-from coorm_bridge.http.server import ServerError, TlsFiles, serve
+from coorm_bridge.http.server import ServerError, serve
+from coorm_bridge.http.tls import TlsFiles
 from coorm_bridge.service.config import Config, ConfigError, TcpListen, load_config
 from coorm_bridge.service.wiring import build
 from coorm_bridge.store import StoreError

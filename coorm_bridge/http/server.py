@@ -33,6 +33,8 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from coorm_bridge.http.tls import TlsFiles, tls_options
+
 PEER_SCOPE_KEY = "coorm.peer"
 #: Anyone who reaches the socket may connect: the app decides from the peer's uid (a site-wide
 #: bridge needs that). A per-user bridge's default socket sits in a 0700 directory anyway.
@@ -42,19 +44,7 @@ KEEP_ALIVE = 75  # seconds: long-polling launchers reuse their connection betwee
 SHUTDOWN_TIMEOUT = 10  # seconds for running requests (long polls) to finish at a stop
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
-#: What TLS clients may negotiate: TLS 1.2 or later, forward-secret AEAD suites for TLS 1.2
-#: (TLS 1.3 suites are all fine). uvicorn's default cipher string would also allow CBC suites.
-TLS_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:!aNULL"
-
 OnReady = Callable[[list[str]], None]
-
-
-@dataclass(frozen=True, slots=True)
-class TlsFiles:
-    """The PEM certificate (its chain after it) and private key the TCP listener presents."""
-
-    certificate: Path
-    key: Path
 
 
 class ServerError(Exception):
@@ -252,26 +242,6 @@ def serve(
     server._bind().run_listening()  # in this thread, with signal handlers if it is the main one
 
 
-def _tls_options(tls: TlsFiles | None) -> dict[str, Any]:
-    """uvicorn's settings for its SSL context: our files, our ciphers, TLS 1.2 at least."""
-    if tls is None:
-        return {}
-
-    def at_least_tls_1_2(
-        config: uvicorn.Config, default: Callable[[], ssl.SSLContext]
-    ) -> ssl.SSLContext:
-        context = default()
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        return context
-
-    return {
-        "ssl_certfile": str(tls.certificate),
-        "ssl_keyfile": str(tls.key),
-        "ssl_ciphers": TLS_CIPHERS,
-        "ssl_context_factory": at_least_tls_1_2,
-    }
-
-
 def _load(config: uvicorn.Config, tls: TlsFiles | None) -> None:
     """Load uvicorn's configuration now, so that unusable TLS files are a ServerError before
     anything listens (uvicorn would load it in its thread and raise there)."""
@@ -326,7 +296,7 @@ class BackgroundServer:
             backlog=BACKLOG,
             timeout_keep_alive=KEEP_ALIVE,
             timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
-            **_tls_options(self.tls),
+            **tls_options(self.tls),
         )
         _load(config, self.tls)
         server = _Server(config, self._now_ready)
