@@ -32,7 +32,8 @@ log = logging.getLogger(__name__)
 
 
 class Notifier:
-    """Wakes the long polls of a session when the bridge stored events for it (any thread)."""
+    """Wakes the long polls of a session when the bridge stored events for it (any thread), and
+    all of them when the server stops."""
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -41,6 +42,8 @@ class Notifier:
         """Long polls waiting now (an int, so that a scrape in another thread can read it)."""
         self.passed = asyncio.Event()
         """Set (and replaced) after each pass: a request's answer waits on it, not a thread."""
+        self.stopping = False
+        """The server is stopping: nothing waits any more (see :meth:`stop`)."""
 
     def pass_ran(self) -> None:
         if self.loop is not None and not self.loop.is_closed():
@@ -57,6 +60,19 @@ class Notifier:
     def _wake(self, session_id: str) -> None:
         for waiter in self.waiters.get(session_id, ()):
             waiter.set()
+
+    def stop(self) -> None:
+        """The server stops (call in its loop: ``serve``'s ``on_stopping``). It would otherwise
+        wait for every long poll to end by itself, up to a minute, and then cancel them. Each is
+        woken to answer now with what it has, maybe no event (its launcher polls again and finds
+        the bridge gone, as after any stop), and later ones answer at once; a request waiting
+        for its pass runs it."""
+        self.stopping = True
+        log.info("stopping: answering %d open long poll(s)", self.waiting)
+        for waiters in self.waiters.values():
+            for waiter in waiters:
+                waiter.set()
+        self._pass_ran()
 
     def register(self, session_id: str) -> asyncio.Event:
         waiter = asyncio.Event()
