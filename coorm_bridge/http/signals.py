@@ -46,8 +46,11 @@ class StopSignals:
             signal.signal(sig, handler)
         self._previous = {}
         self._stop = None
-        for sig in self.received[1:]:
-            log.info("%s during the stop: ignored", signal.Signals(sig).name)
+        names = [signal.Signals(sig).name for sig in self.received]
+        for name in names[1:]:
+            log.info("%s during the stop: ignored", name)
+        if names:
+            log.info("stopped on %s", names[0])
 
     def install(self, stop: Callable[[], None]) -> None:
         """From now on the first signal calls ``stop`` (at once if one came already); in the
