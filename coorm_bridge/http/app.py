@@ -63,10 +63,10 @@ class Notifier:
 
     def stop(self) -> None:
         """The server stops (call in its loop: ``serve``'s ``on_stopping``). It would otherwise
-        wait for every long poll to end by itself, up to a minute, and then cancel them. Each is
-        woken to answer now with what it has, maybe no event (its launcher polls again and finds
-        the bridge gone, as after any stop), and later ones answer at once; a request waiting
-        for its pass runs it."""
+        wait for the long polls to end by themselves (each may wait a minute), then cancel them
+        after SHUTDOWN_TIMEOUT. Each is woken to answer now with what it has, maybe no event (its
+        launcher polls again and finds the bridge gone, as after any stop), and later ones
+        answer at once; a request waiting for its pass runs it."""
         self.stopping = True
         log.info("stopping: answering %d open long poll(s)", self.waiting)
         for waiters in self.waiters.values():
