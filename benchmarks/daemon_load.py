@@ -8,8 +8,9 @@ open and passes run meanwhile. ``p99_ms``/``p50_ms``/``max_ms``: from the DELETE
 the long poll handed the event over (0 if first); ``e2e_p99_ms``: from sending the DELETE (which
 waits for a pass in progress). Last, the oldest session asks for a whole cluster so that one pass
 changes every view: ``burst_ms`` from the first launcher told to the last, ``start_ms`` from the
-PUT to its ``start``. Then ``errors`` (any: exit status 1), ``stop_s`` (SIGTERM to exit),
-``seconds``.
+PUT to its ``start``. Then SIGTERM while every launcher holds its long poll: ``stop_s`` until the
+daemon exited, ``stop_answered`` how many of those polls it answered (the others got an error).
+Then ``errors`` (any: exit status 1), ``seconds``.
 """
 
 from __future__ import annotations
@@ -63,10 +64,13 @@ class Http:
 
 
 class Launcher:
-    """Subscribes, then long-polls its session's events until it ends; then subscribes again."""
+    """Subscribes, then long-polls its session's events until it ends; then subscribes again.
+    Once ``stopping`` is set, a daemon that does not answer ends it."""
 
-    def __init__(self, http: Http) -> None:
+    def __init__(self, http: Http, stopping: asyncio.Event) -> None:
         self.http, self.session, self.after, self.picked = http, "", 0, False
+        self.stopping = stopping
+        self.answered_at_stop = False
         self.told: dict[int, float] = {}  # event number -> when it came
         self.kinds: dict[str, int] = {}  # event type -> its last number
         self.ended: dict[str, float] = {}  # session -> when its ended event came
@@ -80,8 +84,15 @@ class Launcher:
             while "ended" not in self.kinds:
                 self.polling_since = time.perf_counter() if self.after else None  # has a view
                 path = f"/sessions/{self.session}/events?after={self.after}&wait=30"
-                answer = await self.http.call("GET", path)
+                try:
+                    answer = await self.http.call("GET", path)
+                except httpx.TransportError:
+                    if self.stopping.is_set():  # polled again: the daemon is gone
+                        return
+                    raise
                 now, self.polling_since = time.perf_counter(), None
+                if self.stopping.is_set():
+                    self.answered_at_stop = True
                 for event in answer["events"]:
                     self.after = event["seq"]
                     self.told[self.after], self.kinds[event["type"]] = now, self.after
@@ -102,14 +113,16 @@ def ms(values: list[float], q: float) -> str:
 
 
 class Bench:
-    def __init__(self, port: int, token: str, launchers: int) -> None:
-        self.crowd, self.port = [Launcher(Http(port, token)) for _ in range(launchers)], port
+    def __init__(self, daemon: subprocess.Popen[bytes], port: int, token: str, n: int) -> None:
+        self.daemon, self.stopping = daemon, asyncio.Event()
+        self.crowd = [Launcher(Http(port, token), self.stopping) for _ in range(n)]
+        self.port = port
         self.tasks: list[asyncio.Task[None]] = []
         self.pool: asyncio.Queue[Http] = asyncio.Queue()  # the driver's keep-alive connections
         for _ in range(8):
             self.pool.put_nowait(Http(port, token))
         self.delivery, self.e2e, self.errors = list[float](), list[float](), list[str]()
-        self.spread = self.start = float("nan")
+        self.spread = self.start = self.stop_s = float("nan")
 
     def ready(self) -> bool:
         return all(x.polling_since for x in self.crowd) or any(t.done() for t in self.tasks)
@@ -156,6 +169,20 @@ class Bench:
         await until(lambda: "start" in head.kinds, 15, "free hosts asked for, no start in 15 s")
         self.start = head.told[head.kinds["start"]] - begin
 
+    async def stop(self) -> None:
+        """SIGTERM while every launcher holds its long poll; until the daemon exited."""
+        await self.settle()
+        if self.daemon.poll() is not None:
+            raise RuntimeError(f"the daemon exited ({self.daemon.returncode})")
+        self.stopping.set()
+        begin = time.perf_counter()
+        self.daemon.send_signal(signal.SIGTERM)
+        status = await asyncio.to_thread(self.daemon.wait, 60)
+        self.stop_s = time.perf_counter() - begin
+        if status != 0:
+            self.errors.append(f"the daemon exited with status {status} at SIGTERM")
+        await asyncio.wait(self.tasks, timeout=60)  # each polls again and finds it gone
+
     async def close(self) -> None:
         for task in self.tasks:
             task.cancel()
@@ -178,7 +205,14 @@ class Bench:
             await self.rounds(random.Random(args.seed), args.rounds, args.rate)
             await self.settle()
             await self.burst()
-        except (RuntimeError, OSError, ValueError, httpx.HTTPError) as error:
+            await self.stop()
+        except (
+            RuntimeError,
+            OSError,
+            ValueError,
+            httpx.HTTPError,
+            subprocess.SubprocessError,
+        ) as error:
             self.errors.append(str(error))
         finally:
             await self.close()
@@ -187,7 +221,8 @@ class Bench:
             f"daemon_longpoll launchers={args.launchers} p99_ms={ms(d, 0.99)} p50_ms={ms(d, 0.5)} "
             f"max_ms={ms(d, 1)} e2e_p99_ms={ms(e2e, 0.99)} rounds={len(d)} "
             f"errors={len(self.errors)} burst_ms={1000 * self.spread:.0f} "
-            f"start_ms={1000 * self.start:.0f}"
+            f"start_ms={1000 * self.start:.0f} stop_s={self.stop_s:.2f} "
+            f"stop_answered={sum(x.answered_at_stop for x in self.crowd)}"
         )
 
 
@@ -203,6 +238,7 @@ def start_daemon(folder: Path, port: int, token: str) -> subprocess.Popen[bytes]
 
 
 def stop_daemon(daemon: subprocess.Popen[bytes]) -> None:
+    """After a failure: the bench stops it itself, measured."""
     daemon.send_signal(signal.SIGTERM)  # these do nothing once it exited
     with contextlib.suppress(subprocess.TimeoutExpired):
         daemon.wait(20)
@@ -227,17 +263,13 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="cb-", dir="/tmp"))  # AF_UNIX paths are short
     daemon = start_daemon(folder, port, token)
     try:
-        bench = Bench(port, token, args.launchers)
+        bench = Bench(daemon, port, token, args.launchers)
         line, errors = asyncio.run(bench.run(args)), bench.errors
-        if daemon.poll() is not None:
-            errors.append(f"the daemon exited ({daemon.returncode})")
     finally:
-        stopping = time.monotonic()
         stop_daemon(daemon)
-        stop = time.monotonic() - stopping
         shutil.rmtree(folder, ignore_errors=True)
     sys.stderr.writelines(f"error: {e} (x{errors.count(e)})\n" for e in sorted(set(errors)))
-    print(f"{line} stop_s={stop:.1f} seconds={time.monotonic() - begin:.1f}", flush=True)
+    print(f"{line} seconds={time.monotonic() - begin:.1f}", flush=True)
     sys.exit(1 if errors else 0)
 
 

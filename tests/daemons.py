@@ -95,6 +95,27 @@ class Daemon:
     def kill(self, sig: int = signal.SIGKILL) -> int | None:
         return self.stop(sig)
 
+    def long_polls(self) -> float:
+        """``coorm_long_polls`` of its ``/metrics`` (read over the socket): the long polls it is
+        serving now."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+            conn.settimeout(10)
+            conn.connect(str(self.folder / "bridge.sock"))
+            conn.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")  # 1.0: it closes after the answer
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        [line] = [x for x in answer.decode().splitlines() if x.startswith("coorm_long_polls ")]
+        return float(line.split()[1])
+
+    def assert_stopped_cleanly(self) -> None:
+        """It stopped as it should: nothing cut short or failing in its log, its socket gone."""
+        log = self.log.read_text()
+        assert "Traceback" not in log, log
+        assert "timeout graceful shutdown exceeded" not in log, log
+        assert " ERROR " not in log, log
+        assert not (self.folder / "bridge.sock").exists()
+
     def client(self, token: str | None = None) -> BridgeClient:
         """Over the socket, or over TCP with ``token``."""
         if token is None:

@@ -248,6 +248,7 @@ def test_openapi_health_metrics_and_catalogue(client):
     metrics = client.get("/metrics").text
     assert 'coorm_sessions{state="submitted"} 1.0' in metrics
     assert 'coorm_cluster_up{cluster="c1"} 1.0' in metrics
+    assert "coorm_long_polls 0.0" in metrics.splitlines()
     assert client.get("/v1/interconnect", headers=auth()).json() == {"links": []}
     caps = client.get("/v1/availability", headers=auth()).json()
     assert [cap["cluster"] for cap in caps] == ["c1", "c2"]

@@ -31,7 +31,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from coorm_bridge.core.model import Filter
-from coorm_bridge.http.server import BackgroundServer, ServerError, TlsFiles
+from coorm_bridge.http.server import BackgroundServer, ServerError
+from coorm_bridge.http.tls import TlsFiles
 from coorm_bridge.launchers.client import BridgeClient, BridgeError, UntrustedBridge
 from coorm_bridge.service.config import ConfigError, load_config
 from coorm_bridge.store import Store

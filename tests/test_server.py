@@ -264,6 +264,73 @@ def test_serve_stops_gracefully_on_signals(sock_path: Path, sig: signal.Signals)
     assert not sock_path.exists()
 
 
+HOLD_SCRIPT = textwrap.dedent("""
+    import asyncio, logging, sys, threading
+    from pathlib import Path
+    from fastapi import FastAPI
+    from coorm_bridge.http.server import serve
+
+    logging.basicConfig(level=logging.INFO)
+    released = threading.Event()
+    threading.Thread(target=lambda: (sys.stdin.readline(), released.set()), daemon=True).start()
+    app = FastAPI()
+
+    @app.get("/hold")
+    async def hold() -> dict[str, bool]:
+        print("holding", flush=True)
+        while not released.is_set():
+            await asyncio.sleep(0.01)
+        return {"released": True}
+
+    serve(
+        app,
+        unix_path=Path(sys.argv[1]),
+        on_ready=lambda a: print(*a, flush=True),
+        on_stopping=lambda: print("stopping", flush=True),
+    )
+    print("returned", flush=True)
+""")
+
+
+@pytest.mark.parametrize("second", [signal.SIGINT, signal.SIGTERM])
+def test_a_second_signal_does_not_cut_the_stop_short(
+    sock_path: Path, second: signal.Signals
+) -> None:
+    """uvicorn would turn a second SIGINT into a forced exit, cancelling the request still
+    running (a traceback each) and skipping the app's shutdown: here the stop goes on."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", HOLD_SCRIPT, str(sock_path)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert process.stdin is not None
+        assert process.stdout is not None
+        assert process.stdout.readline().split() == [f"unix://{sock_path}"]
+        conn = UnixHTTPConnection(sock_path)
+        conn.request("GET", "/hold")
+        assert process.stdout.readline() == "holding\n"
+        process.send_signal(signal.SIGTERM)
+        assert process.stdout.readline() == "stopping\n"  # the stop waits for /hold
+        process.send_signal(second)
+        process.stdin.write("go\n")
+        process.stdin.flush()
+        answer = conn.getresponse()
+        assert (answer.status, json.loads(answer.read())) == (200, {"released": True})
+        conn.close()
+        _, errors = process.communicate(timeout=60)
+        assert process.returncode == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert "Traceback" not in errors
+    assert f"{second.name} during the stop: ignored" in errors
+    assert not sock_path.exists()
+
+
 def test_open_files_limit_is_raised_never_lowered() -> None:
     before, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     now = raise_open_files_limit()

@@ -10,8 +10,10 @@ from pathlib import Path
 
 from coorm_bridge import __version__
 from coorm_bridge.adapters.base import AdapterError
-from coorm_bridge.http.app import create_app
-from coorm_bridge.http.server import ServerError, TlsFiles, serve
+from coorm_bridge.http.app import Notifier, create_app
+from coorm_bridge.http.server import ServerError, serve
+from coorm_bridge.http.signals import StopSignals
+from coorm_bridge.http.tls import TlsFiles
 from coorm_bridge.service.config import Config, ConfigError, TcpListen, load_config
 from coorm_bridge.service.wiring import build
 from coorm_bridge.store import StoreError
@@ -52,24 +54,30 @@ def serve_command(path: str | None, level: str) -> int:
 
 
 def run(config: Config, on_ready: Callable[[list[str]], None] | None = None) -> None:
-    """Run the daemon until SIGTERM or SIGINT."""
+    """Run the daemon until SIGTERM or SIGINT. The stop answers the long polls at once (the
+    notifier), then the service closes; signals that come meanwhile are ignored."""
     service = build(config)
-    try:
-        service.loop.start()
-        # What start-up allocated lives as long as the daemon: keep it out of the cyclic
-        # collector's full passes, which otherwise stall every request for 100 ms and more.
-        gc.freeze()
-        listen = config.bridge.tcp
-        serve(
-            create_app(service.bridge),
-            unix_path=Path(config.bridge.socket_path),
-            tcp=None if listen is None else (listen.host, listen.port),
-            tls=_tls_files(listen),
-            socket_mode=_socket_mode(config),
-            on_ready=on_ready,
-        )
-    finally:
-        service.close()
+    with StopSignals() as signals:  # held from when it serves until the service is closed
+        try:
+            service.loop.start()
+            # What start-up allocated lives as long as the daemon: keep it out of the cyclic
+            # collector's full passes, which otherwise stall every request for 100 ms and more.
+            gc.freeze()
+            listen = config.bridge.tcp
+            app = create_app(service.bridge)
+            notifier: Notifier = app.state.notifier
+            serve(
+                app,
+                unix_path=Path(config.bridge.socket_path),
+                tcp=None if listen is None else (listen.host, listen.port),
+                tls=_tls_files(listen),
+                socket_mode=_socket_mode(config),
+                on_ready=on_ready,
+                on_stopping=notifier.stop,
+                signals=signals,
+            )
+        finally:
+            service.close()
 
 
 def _tls_files(listen: TcpListen | None) -> TlsFiles | None:

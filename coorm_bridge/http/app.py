@@ -22,7 +22,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coorm_bridge import __version__
 from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response, status_of
-from coorm_bridge.http.metrics import BridgeCollector
+from coorm_bridge.http.metrics import BridgeCollector, LongPollCollector
 from coorm_bridge.http.routes import metrics_router, router
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
 from coorm_bridge.service.bridge import Bridge
@@ -32,13 +32,18 @@ log = logging.getLogger(__name__)
 
 
 class Notifier:
-    """Wakes the long polls of a session when the bridge stored events for it (any thread)."""
+    """Wakes the long polls of a session when the bridge stored events for it (any thread), and
+    all of them when the server stops."""
 
     def __init__(self) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: dict[str, set[asyncio.Event]] = {}
+        self.waiting = 0
+        """Long polls waiting now (an int, so that a scrape in another thread can read it)."""
         self.passed = asyncio.Event()
         """Set (and replaced) after each pass: a request's answer waits on it, not a thread."""
+        self.stopping = False
+        """The server is stopping: nothing waits any more (see :meth:`stop`)."""
 
     def pass_ran(self) -> None:
         if self.loop is not None and not self.loop.is_closed():
@@ -56,15 +61,30 @@ class Notifier:
         for waiter in self.waiters.get(session_id, ()):
             waiter.set()
 
+    def stop(self) -> None:
+        """The server stops (call in its loop: ``serve``'s ``on_stopping``). It would otherwise
+        wait for the long polls to end by themselves (each may wait a minute), then cancel them
+        after SHUTDOWN_TIMEOUT. Each is woken to answer now with what it has, maybe no event (its
+        launcher polls again and finds the bridge gone, as after any stop), and later ones
+        answer at once; a request waiting for its pass runs it."""
+        self.stopping = True
+        log.info("stopping: answering %d open long poll(s)", self.waiting)
+        for waiters in self.waiters.values():
+            for waiter in waiters:
+                waiter.set()
+        self._pass_ran()
+
     def register(self, session_id: str) -> asyncio.Event:
         waiter = asyncio.Event()
         self.waiters.setdefault(session_id, set()).add(waiter)
+        self.waiting += 1
         return waiter
 
     def unregister(self, session_id: str, waiter: asyncio.Event) -> None:
         waiters = self.waiters.get(session_id)
-        if waiters is not None:
+        if waiters is not None and waiter in waiters:
             waiters.discard(waiter)
+            self.waiting -= 1
             if not waiters:
                 del self.waiters[session_id]
 
@@ -123,6 +143,7 @@ def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastA
     notifier = Notifier()
     registry = CollectorRegistry(auto_describe=True)
     registry.register(BridgeCollector(bridge))
+    registry.register(LongPollCollector(lambda: notifier.waiting))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:

@@ -7,7 +7,7 @@ admin watches: sessions per state, placements and their failures, and which batc
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -90,3 +90,15 @@ class BridgeCollector(Collector):
         yield up
         yield failures
         yield rights
+
+
+class LongPollCollector(Collector):
+    """How many long polls (``GET .../events?wait=``) the HTTP layer holds open now: launchers
+    waiting on their events, each with a connection and a task in the daemon."""
+
+    def __init__(self, waiting: Callable[[], int]) -> None:
+        self.waiting = waiting
+
+    def collect(self) -> Iterator[Metric]:
+        text = "Long polls waiting for their session's events."
+        yield GaugeMetricFamily("coorm_long_polls", text, value=self.waiting())

@@ -2,7 +2,8 @@
 
 Handlers find the bridge, the notifier and the metrics registry on ``request.app.state``. Calls
 into the bridge run in worker threads (they take its lock and touch SQLite); long polls wait on
-asyncio events woken by the bridge, so a thousand idle launchers cost no thread each.
+asyncio events woken by the bridge, so a thousand idle launchers cost no thread each, and by the
+server's stop, which must not wait for them (:meth:`~coorm_bridge.http.app.Notifier.stop`).
 """
 
 from __future__ import annotations
@@ -130,8 +131,13 @@ async def session(bridge: TheBridge, session_id: str, user: User) -> SessionInfo
 
 
 @router.put("/sessions/{session_id}/request")
-async def put_request(
-    request: Request, bridge: TheBridge, session_id: str, body: NodesRequest, user: User
+async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature declares
+    request: Request,
+    response: Response,
+    bridge: TheBridge,
+    session_id: str,
+    body: NodesRequest,
+    user: User,
 ) -> RequestAnswer:
     """request: answered once the policy placed it (within about ``policy.interval``)."""
     passes = await blocking(lambda: bridge.put_request(user, session_id, body.nodes, body.duration))
@@ -141,6 +147,12 @@ async def put_request(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 2 * bridge.config.policy.interval + 10
     while bridge.runner.passes <= passes and (left := deadline - loop.time()) > 0:
+        if notifier.stopping:
+            # The loop's next pass may come after the stop (policy.interval is up to an hour):
+            # this one runs it, so that the answer still carries the estimate.
+            response.headers["connection"] = "close"
+            await blocking(bridge.plan)
+            break
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(notifier.passed.wait(), timeout=left)
     row = await blocking(lambda: bridge.store.session(session_id))
@@ -155,13 +167,15 @@ HEARD_EVERY = 5.0
 @router.get("/sessions/{session_id}/events")
 async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     request: Request,
+    response: Response,
     bridge: TheBridge,
     session_id: str,
     user: User,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
 ) -> EventPage:
-    """Events numbered above ``after``; waits up to ``wait`` seconds for the first one."""
+    """Events numbered above ``after``; waits up to ``wait`` seconds for the first one, or
+    until the server stops."""
     notifier = request.app.state.notifier
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
@@ -170,7 +184,9 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
         try:
             found = await blocking(lambda: bridge.events(user, session_id, after))
             left = deadline - loop.time()
-            if found or left <= 0:
+            if notifier.stopping:  # the connection closes after this answer: say so
+                response.headers["connection"] = "close"
+            if found or left <= 0 or notifier.stopping:
                 return EventPage(events=found)
             # Woken at least every HEARD_EVERY seconds: each wake-up reads again, and reading
             # tells the bridge the launcher is alive (a session_timeout may be shorter than a

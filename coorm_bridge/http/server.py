@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import errno
+import logging
 import os
 import resource
-import signal
 import socket
 import ssl
 import stat
@@ -33,28 +33,22 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from uvicorn.config import STARTUP_FAILURE
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from coorm_bridge.http.signals import StopSignals
+from coorm_bridge.http.tls import TlsFiles, tls_options
+
+log = logging.getLogger(__name__)
+
 PEER_SCOPE_KEY = "coorm.peer"
 #: Anyone who reaches the socket may connect: the app decides from the peer's uid (a site-wide
 #: bridge needs that). A per-user bridge's default socket sits in a 0700 directory anyway.
 DEFAULT_SOCKET_MODE = 0o666
 BACKLOG = 2048  # bursts of launchers (re)connecting at once must not be refused
 KEEP_ALIVE = 75  # seconds: long-polling launchers reuse their connection between polls
-SHUTDOWN_TIMEOUT = 10  # seconds for running requests (long polls) to finish at a stop
+SHUTDOWN_TIMEOUT = 10  # seconds for running requests to finish at a stop (long polls end at once)
 _PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
-#: What TLS clients may negotiate: TLS 1.2 or later, forward-secret AEAD suites for TLS 1.2
-#: (TLS 1.3 suites are all fine). uvicorn's default cipher string would also allow CBC suites.
-TLS_CIPHERS = "ECDHE+AESGCM:ECDHE+CHACHA20:DHE+AESGCM:DHE+CHACHA20:!aNULL"
-
 OnReady = Callable[[list[str]], None]
-
-
-@dataclass(frozen=True, slots=True)
-class TlsFiles:
-    """The PEM certificate (its chain after it) and private key the TCP listener presents."""
-
-    certificate: Path
-    key: Path
+OnStopping = Callable[[], None]
 
 
 class ServerError(Exception):
@@ -153,11 +147,18 @@ def _bind_tcp(host: str, port: int, server: _Server, scheme: str = "http") -> No
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server on our pre-bound sockets: tells when it listens, cleans up at the end."""
+    """uvicorn's server on our pre-bound sockets: tells when it listens and when it stops,
+    cleans up at the end."""
 
-    def __init__(self, config: uvicorn.Config, on_ready: OnReady) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        on_ready: OnReady,
+        on_stopping: OnStopping | None,
+        signals: StopSignals,
+    ) -> None:
         super().__init__(config)
-        self.on_ready = on_ready
+        self.on_ready, self.on_stopping, self.signals = on_ready, on_stopping, signals
         self.sockets: list[socket.socket] = []
         self.addresses: list[str] = []
         self.unix_file: tuple[Path, os.stat_result] | None = None  # ours to remove at the end
@@ -208,20 +209,32 @@ class _Server(uvicorn.Server):
         self.started = True
         self.on_ready(list(self.addresses))
 
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's graceful stop waits (up to SHUTDOWN_TIMEOUT) for the requests in progress
+        and tells the app nothing until they are done: ``on_stopping`` first lets the app
+        answer those that would wait on (long polls). uvicorn then closes the listeners and the
+        idle connections and has the others closed after their answers, all before the app's
+        tasks run again."""
+        if self.on_stopping is not None:
+            try:
+                self.on_stopping()
+            except Exception:
+                log.exception("the application's stop hook failed")
+        await super().shutdown(sockets)
+
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
         """SIGTERM/SIGINT stop gracefully, in the main thread only (as in uvicorn); unlike uvicorn,
-        the signal is not raised again afterwards: a stopped daemon returns normally."""
-        if threading.current_thread() is not threading.main_thread():
-            yield
-            return
-        signals = (signal.SIGINT, signal.SIGTERM)
-        previous = {sig: signal.signal(sig, self.handle_exit) for sig in signals}
+        a second one does not force the exit, and the signal is not raised again afterwards: a
+        stopped daemon returns normally (see :class:`StopSignals`)."""
+        self.signals.install(self._signalled)
         try:
             yield
         finally:
-            for sig, handler in previous.items():
-                signal.signal(sig, handler)
+            self.signals.detach()
+
+    def _signalled(self) -> None:
+        self.should_exit = True  # what uvicorn's handler does: the main loop sees it and stops
 
 
 def serve(
@@ -232,44 +245,32 @@ def serve(
     tls: TlsFiles | None = None,
     socket_mode: int = DEFAULT_SOCKET_MODE,
     on_ready: OnReady | None = None,
+    on_stopping: OnStopping | None = None,
+    signals: StopSignals | None = None,
     log_level: str = "warning",
     access_log: bool = False,
 ) -> None:
     """Serve ``app`` until SIGTERM or SIGINT, then stop gracefully, remove the socket and return.
     ``tls``: serve TCP over TLS with these files. ``on_ready`` gets the addresses
-    (``unix:///path``, ``http[s]://host:port`` with the real port) once all listen. Raises
+    (``unix:///path``, ``http[s]://host:port`` with the real port) once all listen;
+    ``on_stopping`` is called in the server's loop as the stop begins, before it waits for the
+    requests in progress. ``signals``: the caller's, to keep the signals held after this returns
+    (while it closes what it runs); by default they are held until this returns. Raises
     ServerError if a listener cannot be set up or the app fails to start."""
-    server = BackgroundServer(
-        app,
-        unix_path=unix_path,
-        tcp=tcp,
-        tls=tls,
-        socket_mode=socket_mode,
-        on_ready=on_ready,
-        log_level=log_level,
-        access_log=access_log,
-    )
-    server._bind().run_listening()  # in this thread, with signal handlers if it is the main one
-
-
-def _tls_options(tls: TlsFiles | None) -> dict[str, Any]:
-    """uvicorn's settings for its SSL context: our files, our ciphers, TLS 1.2 at least."""
-    if tls is None:
-        return {}
-
-    def at_least_tls_1_2(
-        config: uvicorn.Config, default: Callable[[], ssl.SSLContext]
-    ) -> ssl.SSLContext:
-        context = default()
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        return context
-
-    return {
-        "ssl_certfile": str(tls.certificate),
-        "ssl_keyfile": str(tls.key),
-        "ssl_ciphers": TLS_CIPHERS,
-        "ssl_context_factory": at_least_tls_1_2,
-    }
+    with StopSignals() if signals is None else contextlib.nullcontext(signals) as held:
+        server = BackgroundServer(
+            app,
+            unix_path=unix_path,
+            tcp=tcp,
+            tls=tls,
+            socket_mode=socket_mode,
+            on_ready=on_ready,
+            on_stopping=on_stopping,
+            log_level=log_level,
+            access_log=access_log,
+        )
+        server.signals = held
+        server._bind().run_listening()  # in this thread, with signal handlers if the main one
 
 
 def _load(config: uvicorn.Config, tls: TlsFiles | None) -> None:
@@ -286,7 +287,8 @@ def _load(config: uvicorn.Config, tls: TlsFiles | None) -> None:
 
 class BackgroundServer:
     """``serve`` in a daemon thread (uvicorn installs no signal handlers there), for tests and
-    embedding: ``start()`` returns the addresses once listening, ``stop()`` ends it."""
+    embedding: ``start()`` returns the addresses once listening, ``stop()`` ends it (calling
+    ``on_stopping`` in the server's loop first, as ``serve`` does)."""
 
     def __init__(
         self,
@@ -297,12 +299,15 @@ class BackgroundServer:
         tls: TlsFiles | None = None,
         socket_mode: int = DEFAULT_SOCKET_MODE,
         on_ready: OnReady | None = None,
+        on_stopping: OnStopping | None = None,
         log_level: str = "warning",
         access_log: bool = False,
     ) -> None:
         self.app, self.unix_path, self.tcp, self.socket_mode = app, unix_path, tcp, socket_mode
         self.tls = tls
         self.on_ready, self.log_level, self.access_log = on_ready, log_level, access_log
+        self.on_stopping = on_stopping
+        self.signals = StopSignals()  # none come to its thread: serve() gives the main thread's
         self.addresses: list[str] = []
         self._ready = threading.Event()
         self._error: ServerError | None = None
@@ -326,10 +331,10 @@ class BackgroundServer:
             backlog=BACKLOG,
             timeout_keep_alive=KEEP_ALIVE,
             timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
-            **_tls_options(self.tls),
+            **tls_options(self.tls),
         )
         _load(config, self.tls)
-        server = _Server(config, self._now_ready)
+        server = _Server(config, self._now_ready, self.on_stopping, self.signals)
         try:
             _bind_unix(Path(os.path.abspath(self.unix_path)), self.socket_mode, server)
             if self.tcp is not None:

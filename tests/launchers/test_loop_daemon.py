@@ -126,6 +126,32 @@ def test_a_session_ended_by_someone_else_ends_the_run(daemon, launch, folder):
     assert "the session ended at the bridge (cancelled)" in launcher.output()
 
 
+def test_a_stopped_daemon_answers_the_launcher_which_reconnects_and_resumes(daemon, launch, folder):
+    """SIGTERM while the launcher long-polls: answered at once (no event), it finds the daemon
+    gone, says it reconnects, and resumes with the restarted one."""
+    with daemon.client() as client:
+        long = hold(client, {"c1": 8}, 600)
+        launcher = launch(app_file(folder, "rigid", "{ nodes = { c1 = 4 } }"))
+        launcher.wait_for("request sent: 4 on c1")
+        sid = launcher_session(client)
+    deadline = time.monotonic() + 60  # a failsafe: the launcher long-polls all the time
+    while daemon.long_polls() < 1:
+        assert time.monotonic() < deadline, "the launcher does not long-poll"
+        time.sleep(0.02)
+    assert daemon.stop(signal.SIGTERM) == 0
+    daemon.assert_stopped_cleanly()
+    launcher.wait_for("reconnecting", timeout=60)
+    daemon.start()
+    with daemon.client() as client:
+        client.done(long)
+        launcher.wait_for("started until", timeout=90)
+        assert launcher.wait(60) == 0, launcher.output()
+        assert [s.session for s in client.sessions() if s.name != "other"] == [sid]
+    output = launcher.output()
+    assert output.count("request sent: ") == 1
+    assert "Traceback" not in output
+
+
 def test_the_launcher_resumes_after_the_daemon_is_killed_and_restarted(daemon, launch, folder):
     with daemon.client() as client:
         long = hold(client, {"c1": 8}, 600)
