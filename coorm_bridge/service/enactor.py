@@ -172,7 +172,9 @@ class Enactor:
             return self._released(row, left, "shrunk to its ghost", now)
         if row.state is not AppState.WAITING:
             return True  # the session moved on since the pass (withdrawn, new request)
-        # A long pass may have crossed a second: a reservation cannot begin in the past.
+        # From the batch systems' time, not the pass's (a long pass may have crossed a second):
+        # a start in the past would shorten the allocation. The calls below reach them a
+        # moment later still, which Slurm (and the mock) take as asked.
         now = max(now, self.adapter.now())
         start = now if isinstance(intent, Start) else max(intent.start, now)
         try:
