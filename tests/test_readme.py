@@ -1,5 +1,6 @@
 """What the README shows a newcomer is what the package does: the demo's sample output is what
-``coorm-bridge demo --start-daemon`` prints."""
+``coorm-bridge demo --start-daemon`` prints, and the plug-in section names the adapter kinds
+that pyproject.toml registers."""
 
 from __future__ import annotations
 
@@ -8,10 +9,15 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from coorm_bridge.adapters import registry
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.adapters.batch.adapter import BatchAdapter
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text()
@@ -117,3 +123,27 @@ def test_the_sample_check_can_fail():
     assert unmatched(sample, printed) == sample[::2]
     fixed = [sample[0].replace("coorm-demo-1ajkfd3t", "coorm-private-zz9"), "...", printed[1]]
     assert unmatched(fixed, printed) == []
+
+
+def test_the_plugin_section_names_every_built_in_adapter_kind():
+    text = section("### Other batch systems: adapter plug-ins")
+    flat = " ".join(text.split())
+    said = re.search(r"names an adapter plug-in: (.*?) \(above\) come with this package", flat)
+    assert said is not None, text
+    named = set(re.findall(r"`([a-z]+)`", said.group(1)))
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    points = pyproject["project"]["entry-points"]
+    assert named == set(points[registry.GROUP]) == set(registry.installed())
+    # The registration it shows is in the group the registry reads, in the same form.
+    assert f'[project.entry-points."{registry.GROUP}"]' in text
+    assert all(re.fullmatch(r"[\w.]+:PLUGIN", target) for target in points[registry.GROUP].values())
+    # What it says a plug-in is and gets.
+    assert {"kind", "settings", "create"} <= set(registry.AdapterPlugin.__dataclass_fields__)
+    assert "`context.state_dir`" in text
+    assert set(re.findall(r"`context\.(\w+)`", text)) <= set(
+        registry.AdapterContext.__dataclass_fields__
+    )
+    assert (ROOT / "tests" / "test_plugins.py").exists()
+    assert callable(registry.AdapterSettings.clock_problems)
+    assert callable(Adapter.speedup)
+    assert issubclass(BatchAdapter, Adapter)
