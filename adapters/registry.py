@@ -60,6 +60,10 @@ class AdapterContext:
 
     state_dir: Path
     """The daemon's state folder (private to its user), for adapters that keep state."""
+    private: bool = False
+    """Only the daemon's own user can reach it (its default socket, mode 600, and no TCP, as
+    ``coorm-bridge serve`` without a configuration): an adapter that runs work as the daemon's
+    account may run that user's, even root's, since nobody else can ask."""
 
 
 @dataclass(frozen=True)

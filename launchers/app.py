@@ -15,6 +15,7 @@ application: an executable given with a ``/`` (``bin/solver``), any argument tha
 
 from __future__ import annotations
 
+import os
 import re
 import tomllib
 from pathlib import Path
@@ -259,8 +260,10 @@ def parse_app(text: str, source: str = "<app>", base_dir: Path | None = None) ->
     return _resolved(app, base_dir) if base_dir is not None else app
 
 
-def load_app(path: str | Path) -> AppSpec:
-    """Read an application file (relative paths in it are from its folder)."""
+def load_app(path: str | Path, *, programs: bool = False) -> AppSpec:
+    """Read an application file (relative paths in it are from its folder). With ``programs``,
+    also check that every program given relative to the file is an executable file there
+    (:func:`program_problems`)."""
     path = Path(path)
     try:
         text = path.read_text()
@@ -268,7 +271,12 @@ def load_app(path: str | Path) -> AppSpec:
         raise AppError(f"{path}: cannot read the application file: {error.strerror}") from error
     except ValueError as error:  # not UTF-8, a NUL in the path
         raise AppError(f"{str(path)!r}: cannot read the application file: {error}") from error
-    app = parse_app(text, source=str(path), base_dir=path.resolve().parent)
+    base = path.resolve().parent
+    if programs:
+        problems = program_problems(parse_app(text, source=str(path)), base)
+        if problems:
+            raise AppError(f"{path}: {'; '.join(problems)}")
+    app = parse_app(text, source=str(path), base_dir=base)
     if app.name is None:
         try:
             label = _LABEL.validate_python(path.name.removesuffix(".toml")[:256])
@@ -276,6 +284,31 @@ def load_app(path: str | Path) -> AppSpec:
             return app  # a file name that is no printable label: the session goes unnamed
         app = app.model_copy(update={"name": label})
     return app
+
+
+def program_problems(app: AppSpec, base: Path) -> list[str]:
+    """``component.N.command.0: why`` for each program given relative to the file (with a
+    ``/``, not absolute) that is not an executable file in ``base``: it travels with the file,
+    so it can be checked here, before any host is held, rather than failing in every job.
+    Programs given by absolute path or found on the job's ``PATH`` live where the jobs run
+    (a cluster's nodes, which may not be this host): those are left to the batch system."""
+    problems = []
+    for number, component in enumerate(app.components):
+        spelled = component.command[0]
+        if "/" not in spelled or spelled.startswith("/"):
+            continue
+        program = base / spelled
+        where = f"component.{number}.command.0: {spelled!r}"
+        if not program.exists():
+            problems.append(
+                f"{where} is not there (no {program}): a program given with a '/' is read "
+                "from the application file's folder"
+            )
+        elif not program.is_file():
+            problems.append(f"{where} is not a program ({program} is a folder)")
+        elif not os.access(program, os.X_OK):
+            problems.append(f"{where} is not executable: chmod +x {program}")
+    return problems
 
 
 def _resolved(app: AppSpec, base: Path) -> AppSpec:

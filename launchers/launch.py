@@ -1,7 +1,9 @@
 """``coorm-launch APP.toml``: run an application through the bridge (DESIGN §7).
 
-``--check`` reads the file and builds its selector without contacting the bridge: exit status
-0 when the file is usable, 2 with one line naming the file and the key when it is not. Without
+``--check`` reads the file, checks the programs it gives relative to itself (they must be
+executable files there: a typo would otherwise fail every job once the hosts are held) and
+builds its selector without contacting the bridge: exit status 0 when the file is usable, 2 with
+one line naming the file and the key when it is not; a launch checks the same first. Without
 it, the launch loop (:mod:`.loop`) runs: exit status 0 when every component succeeded, 1 when
 the run failed (a component, or the bridge ended the session), 2 for a bad file, 130 when
 interrupted.
@@ -72,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
-        app = load_app(args.app)
+        app = load_app(args.app, programs=True)
         selector = _selector(app, Path(args.app))
     except AppError as error:
         print(f"coorm-launch: {error}", file=sys.stderr)

@@ -69,11 +69,13 @@ def private_daemon(run_jobs: bool = False) -> Iterator[str]:
             shutil.rmtree(folder, ignore_errors=True)
 
 
-def serve_command(config: Path) -> list[str]:
+def serve_command(config: Path | None) -> list[str]:
     """``coorm-bridge serve --config CONFIG`` from this interpreter's installation (run it from
-    outside a source tree, which would shadow the installed package)."""
+    outside a source tree, which would shadow the installed package); with no ``config``, the
+    defaults (unless ``$COORM_BRIDGE_CONFIG`` names a file)."""
     main = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
-    return [sys.executable, "-c", main, "serve", "--config", str(config)]
+    where = [] if config is None else ["--config", str(config)]
+    return [sys.executable, "-c", main, "serve", *where]
 
 
 def wait_ready(url: str, daemon: subprocess.Popen[bytes], log: Path, timeout: float = 60) -> None:

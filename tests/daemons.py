@@ -7,7 +7,7 @@ from __future__ import annotations
 import signal
 import socket
 import subprocess
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Self
 
@@ -23,31 +23,43 @@ def free_port() -> int:
 
 class Daemon:
     """One daemon over ``folder``: ``config`` becomes its coorm-bridge.toml (mode 0600),
-    ``platform`` its platform.toml; its socket is ``bridge.sock``, its TCP port ``port``."""
+    ``platform`` its platform.toml; its socket is ``bridge.sock``, its TCP port ``port``.
+
+    With ``config`` None it runs with no configuration, as a user's first ``coorm-bridge serve``
+    does: its socket is then the default one of ``env``'s ``$XDG_RUNTIME_DIR``. ``prefix``
+    comes before the command (``setpriv ...``: the daemon as another user)."""
 
     def __init__(
         self,
         folder: Path,
-        config: str,
+        config: str | None,
         platform: str | None = None,
         port: int | None = None,
         env: Mapping[str, str] | None = None,
+        prefix: Sequence[str] = (),
     ) -> None:
         self.folder = folder
         self.port = port
         self.env = None if env is None else dict(env)
         """The daemon's whole environment (None: this process's)."""
+        self.prefix = list(prefix)
         if platform is not None:
             (folder / "platform.toml").write_text(platform)
-        self.config = folder / "coorm-bridge.toml"
-        self.config.write_text(config)
-        self.config.chmod(0o600)
+        self.config: Path | None = None
+        self.socket = folder / "bridge.sock"
+        if config is None:
+            assert self.env is not None, "a daemon with no configuration needs its environment"
+            self.socket = Path(self.env["XDG_RUNTIME_DIR"]) / "coorm-bridge" / "bridge.sock"
+        else:
+            self.config = folder / "coorm-bridge.toml"
+            self.config.write_text(config)
+            self.config.chmod(0o600)
         self.log = folder / "daemon.log"
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def unix(self) -> str:
-        return f"unix://{self.folder / 'bridge.sock'}"
+        return f"unix://{self.socket}"
 
     url = unix
 
@@ -58,7 +70,7 @@ class Daemon:
     def run(self) -> subprocess.CompletedProcess[str]:
         """Start it and wait for it to exit (for configurations that must be refused)."""
         return subprocess.run(
-            serve_command(self.config),
+            [*self.prefix, *serve_command(self.config)],
             cwd=self.folder,
             capture_output=True,
             text=True,
@@ -69,7 +81,7 @@ class Daemon:
     def start(self, timeout: float = 60) -> Self:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(
-                serve_command(self.config),
+                [*self.prefix, *serve_command(self.config)],
                 cwd=self.folder,
                 env=self.env,
                 stdout=log,

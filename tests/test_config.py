@@ -4,6 +4,7 @@ from pathlib import Path
 
 import pytest
 
+from coorm_bridge.adapters.mock.frontend import ProcessFrontEnd
 from coorm_bridge.adapters.registry import installed
 from coorm_bridge.paths import runtime_dir
 from coorm_bridge.service.config import (
@@ -12,6 +13,7 @@ from coorm_bridge.service.config import (
     load_config,
     parse_config,
 )
+from coorm_bridge.service.wiring import make_adapter
 
 ROOT = Path(__file__).resolve().parent.parent
 TOKEN = "t" * MIN_TOKEN_LENGTH
@@ -26,6 +28,30 @@ def test_no_file_means_the_mock_platform_on_a_user_socket(monkeypatch, tmp_path)
     assert config.bridge.tcp is None
     assert config.bridge.socket_path == tmp_path / "run" / "coorm-bridge" / "bridge.sock"
     assert config.bridge.database == tmp_path / "state" / "coorm-bridge" / "bridge.sqlite"
+
+
+@pytest.mark.parametrize(
+    ("text", "private"),
+    [
+        ("", True),
+        ('[policy]\nfair_start = 5\n[adapter]\nkind = "mock"\n', True),
+        ('[bridge]\nsocket = "/run/coorm-bridge/bridge.sock"\n', False),
+        (f'[bridge.tcp]\nport = 8642\n[bridge.tokens]\n"{TOKEN}" = "alice"\n', False),
+    ],
+)
+def test_a_daemon_on_its_default_socket_alone_is_private(monkeypatch, tmp_path, text, private):
+    """Private: only its own user can reach it (the default socket is mode 600 in that user's
+    runtime folder); a configured socket is every local user's, TCP any token holder's."""
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    config = parse_config(text)
+    assert config.bridge.private is private
+    adapter = make_adapter(config)
+    try:
+        front = adapter.front_end()
+        assert isinstance(front, ProcessFrontEnd)
+        assert front.private is private  # told to the adapter that runs the jobs
+    finally:
+        adapter.close()
 
 
 def test_without_runtime_dir_the_socket_is_private_to_the_uid(monkeypatch):

@@ -332,29 +332,6 @@ def test_a_bad_configuration_is_refused_with_file_and_key(folder):
     assert f"{config}: policy.fair_start" in result.stderr
 
 
-def test_the_readme_demo_runs_on_a_private_daemon(folder):
-    script = Path(sys.executable).with_name("coorm-bridge")
-    result = subprocess.run(
-        [str(script), "demo", "--start-daemon"],
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        cwd=folder,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    out = result.stdout
-    assert "co-allocated: yes" in out
-    # The default platform is a site in use: each view shows local jobs holding hosts.
-    views = re.findall(r"^    (alpha|beta): (\d+) of (\d+) free now, ", out, re.MULTILINE)
-    assert len(views) == 4, out
-    assert all(0 < int(free) < int(hosts) for _, free, hosts in views)
-    starts = [line for line in out.splitlines() if "] START at " in line]
-    assert len(starts) == 2
-    assert len({line.split(" START at ")[1] for line in starts}) == 1  # one instant for both
-    assert out.count("placeholders released") == 2
-
-
 def test_a_second_daemon_on_the_same_state_is_refused_and_the_first_keeps_going(daemon):
     with daemon.client(ALICE_TOKEN) as client:
         sid = client.subscribe(Filter(clusters=("c1",))).session

@@ -9,6 +9,7 @@ system's state stays where it was when systems of other kinds are added or moved
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import replace
 
 from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.mixed.adapter import BatchSystem, MixedAdapter, close_all, system_label
@@ -42,7 +43,7 @@ def create(settings: MixedSettings, context: AdapterContext) -> MixedAdapter:
             for private in (state.parent, state):  # a parents=True folder would not be
                 private.mkdir(mode=0o700, exist_ok=True)
             try:
-                adapter = create_adapter(system, AdapterContext(state_dir=state))
+                adapter = create_adapter(system, replace(context, state_dir=state))
             except AdapterError as error:
                 label = system_label(index, system.kind)
                 raise AdapterError(f"{label}: {error}", cluster=error.cluster) from error

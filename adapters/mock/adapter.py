@@ -83,7 +83,7 @@ class MockAdapter(Adapter):
 
     With a ``jobs`` folder it is also the bridge's front end (:mod:`.frontend`): jobs submitted
     through the bridge run as processes on this host, their folders in ``jobs``, as
-    ``run_jobs`` allows (see :class:`.ProcessFrontEnd`).
+    ``run_jobs`` and ``private`` allow (see :class:`.ProcessFrontEnd`).
     """
 
     def __init__(
@@ -94,6 +94,7 @@ class MockAdapter(Adapter):
         journal: Journal | None = None,
         jobs: Path | None = None,
         run_jobs: bool | None = None,
+        private: bool = False,
     ) -> None:
         self._lock = threading.RLock()
         self.clock = clock or WallClock(origin=spec.start)
@@ -102,7 +103,9 @@ class MockAdapter(Adapter):
         self._front_end = (
             None
             if jobs is None
-            else ProcessFrontEnd(jobs, run_jobs, submit=self.submit, end=self.end_job)
+            else ProcessFrontEnd(
+                jobs, run_jobs, submit=self.submit, end=self.end_job, private=private
+            )
         )
         now = self.clock.now()
         if journal is None:

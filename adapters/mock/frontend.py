@@ -8,8 +8,11 @@ folder (``jobs/<job>/``: ``spec.json``, ``supervisor.pid``, ``job.pid``, ``statu
 
 Processes run as the daemon's account, whoever owns the session: the mock is for a user's own
 machine, tests and demos. So by default (``run_jobs`` unset) only the daemon's own user gets jobs
-run, and never when the daemon runs as root; ``[adapter] run_jobs = true`` runs everyone's, even
-as root (a site that wants it says so), ``false`` nobody's.
+run; as root, only when the daemon is private (its default socket, mode 600, no TCP: root alone
+can ask, so root's jobs running as root grant nothing new), never when others can reach it (a
+shared socket, TCP: whoever holds a token mapped to root would run code as root). ``[adapter]
+run_jobs = true`` runs everyone's, even as root (a site that wants it says so), ``false``
+nobody's.
 """
 
 from __future__ import annotations
@@ -32,6 +35,11 @@ from coorm_bridge.core.model import MAX_DURATION
 
 #: Seconds between a stop's SIGTERM and its SIGKILL.
 GRACE = 5.0
+#: What a user refused can do at once: a daemon of their own runs their jobs, root's included.
+OWN_DAEMON = (
+    "run your own daemon (`coorm-bridge serve` with no configuration) or "
+    "`coorm-launch --start-daemon APP.toml`"
+)
 SUPERVISOR = "coorm_bridge.adapters.mock.supervisor"
 
 
@@ -70,9 +78,12 @@ class ProcessFrontEnd(FrontEnd):
         submit: Callable[[str, JobSpec], str],
         end: Callable[[str, str, JobState], None],
         grace: float = GRACE,
+        private: bool = False,
     ) -> None:
         self.folder = folder
         self.run_jobs = run_jobs
+        self.private = private
+        """Only the daemon's own user can reach it (see the module docstring)."""
         self.grace = grace
         self._submit = submit
         self._end = end
@@ -81,21 +92,25 @@ class ProcessFrontEnd(FrontEnd):
         self._lock = threading.Lock()
 
     def refusal(self, owner: str) -> str | None:
+        """Why not, and what to do instead: a launcher shows it as it is."""
         if self.run_jobs is False:
-            return "this simulated platform runs no jobs ([adapter] run_jobs = false)"
+            return (
+                f"this simulated platform runs no jobs ([adapter] run_jobs = false): {OWN_DAEMON}"
+            )
         if self.run_jobs:
             return None
         me = account()
-        if os.geteuid() == 0:
-            return (
-                "the mock platform runs jobs as the daemon's account, and this daemon runs as "
-                "root: it runs none unless its configuration says [adapter] run_jobs = true"
-            )
         if owner != me:
             return (
-                f"the mock platform runs jobs as the daemon's account, {me}, not as {owner}: "
-                "it runs only its own user's unless its configuration says "
-                "[adapter] run_jobs = true"
+                f"the mock platform runs jobs as the daemon's account, {me}, so this daemon "
+                f"runs {me}'s only, not {owner}'s: {OWN_DAEMON}; or its admin sets [adapter] "
+                f"run_jobs = true (everyone's jobs then run as {me})"
+            )
+        if os.geteuid() == 0 and not self.private:
+            return (
+                "this daemon runs as root and others can reach it (a configured socket, TCP), "
+                f"so it runs no jobs (they would run as root): {OWN_DAEMON}; or set [adapter] "
+                "run_jobs = true in its configuration, if everyone's jobs may run as root"
             )
         return None
 

@@ -10,6 +10,8 @@ platform file (or trace) is refused with a message saying how to start afresh.
 
 from __future__ import annotations
 
+import logging
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Literal
@@ -34,8 +36,9 @@ class MockSettings(AdapterSettings):
     """Simulated seconds per real second (see limits.MAX_SPEEDUP for the bound)."""
     run_jobs: bool | None = None
     """Whether the bridge's front end runs the jobs launchers submit, as processes of the
-    daemon's account on this host: unset, only its own user's and never as root; true,
-    everyone's, even as root; false, none (see :mod:`.frontend`)."""
+    daemon's account on this host: unset, only its own user's, and as root only when the
+    daemon is private (no configured socket, no TCP); true, everyone's, even as root; false,
+    none (see :mod:`.frontend`)."""
 
     def clock_problems(self) -> list[str]:
         """A speed-up other than 1 runs the platform's time away from the host's."""
@@ -44,6 +47,8 @@ class MockSettings(AdapterSettings):
         times = f"{self.speedup:g}"
         return [f"speedup: {times} runs the platform's time {times} times as fast as the host's"]
 
+
+log = logging.getLogger(__name__)
 
 #: The front end's job folders, in the state folder.
 JOBS_FOLDER = "jobs"
@@ -54,12 +59,18 @@ def create(settings: MockSettings, context: AdapterContext) -> MockAdapter:
     with its front end's jobs beside it."""
     spec = load_platform(settings.platform)
     state = context.state_dir
+    if settings.run_jobs is None and not context.private and os.geteuid() == 0:
+        log.warning(
+            "this daemon runs as root and other users can reach it: its mock platform runs "
+            "no launchers' jobs (they would run as root) unless [adapter] run_jobs = true"
+        )
     return resume(
         spec,
         state / FILE_NAME,
         settings.speedup,
         jobs=state / JOBS_FOLDER,
         run_jobs=settings.run_jobs,
+        private=context.private,
     )
 
 
@@ -70,6 +81,7 @@ def resume(
     *,
     jobs: Path | None = None,
     run_jobs: bool | None = None,
+    private: bool = False,
 ) -> MockAdapter:
     """The platform ``spec`` saved in the journal at ``path``, on a wall clock at ``speedup``
     that goes on from the saved time (with a front end whose job folders are in ``jobs``, if
@@ -83,7 +95,9 @@ def resume(
         now = resumed if resumed is not None else spec.start if spec.start is not None else wall
         clock = WallClock(speedup=speedup, origin=int(now))
         journal.set_anchor(Anchor(time=int(now), wall=wall, speedup=speedup))
-        return MockAdapter(spec, clock, journal=journal, jobs=jobs, run_jobs=run_jobs)
+        return MockAdapter(
+            spec, clock, journal=journal, jobs=jobs, run_jobs=run_jobs, private=private
+        )
     except BaseException:
         journal.close()
         raise

@@ -35,6 +35,12 @@ from coorm_bridge.adapters.mock.scheduler_types import (
     _Reservation,
 )
 
+#: Seconds in the past a new reservation may start, as Slurm 22.05 allows (MAX_RESV_DELAY in
+#: slurmctld's reservation.c); the reservation keeps that start, and takes only hosts free now.
+LATE_CREATION = 600
+#: The same for a reservation moved to a new start (slurmctld allows a minute there).
+LATE_MOVE = 60
+
 
 class ReservationsMixin:
     """Reservations and node states of :class:`.scheduler.LocalScheduler`."""
@@ -192,13 +198,23 @@ class ReservationsMixin:
                 f"Requested node configuration is not available: {size} hosts asked, "
                 f"{self.cluster} has {len(self._names)}"
             )
-        moved = current is None or spec.start != current.start
-        if (moved and spec.start < self._now) or spec.end <= self._now:
+        late = self._late_allowed(spec, current)
+        if (late is not None and spec.start < self._now - late) or spec.end <= self._now:
             raise self._refused(
                 f"Invalid time specification: [{spec.start}, {spec.end}) is in the past "
                 f"(now {self._now})",
                 self._retry_after(spec, current),
             )
+
+    @staticmethod
+    def _late_allowed(spec: ReservationSpec, current: _Reservation | None) -> int | None:
+        """How far before now ``spec`` may start (None: its start does not change). A start
+        planned for "now" reaches the batch system a moment later, and Slurm takes it as asked
+        (:data:`LATE_CREATION`, :data:`LATE_MOVE`): refusing it would fail every placement that
+        crossed a second on its way."""
+        if current is None:
+            return LATE_CREATION
+        return LATE_MOVE if spec.start != current.start else None
 
     def _busy_hosts(self, at: int, ignore: str | None) -> int:
         """Hosts of running jobs that may still run at ``at`` (their bound; jobs of ``ignore``

@@ -126,6 +126,12 @@ class BridgeSettings(Frozen):
         return self.socket or default_socket()
 
     @property
+    def private(self) -> bool:
+        """Whether only the daemon's own user can reach it: its default socket (in that user's
+        runtime folder, mode 600) and no TCP. A configured socket is for every local user."""
+        return self.socket is None and self.tcp is None
+
+    @property
     def state_path(self) -> Path:
         return self.state_dir or state_dir()
 

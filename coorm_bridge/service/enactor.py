@@ -177,7 +177,9 @@ class Enactor:
     def _place(self, row: SessionRow, intent: Hold | Start, now: int) -> None:
         """Hold its placeholders from a start, or start it now if they are usable."""
         sid = row.id
-        # A long pass may have crossed a second: a reservation cannot begin in the past.
+        # From the batch systems' time, not the pass's (a long pass may have crossed a second):
+        # a start in the past would shorten the allocation. The calls below reach them a
+        # moment later still, which Slurm (and the mock) take as asked.
         now = max(now, self.adapter.now())
         start = now if isinstance(intent, Start) else max(intent.start, now)
         unbegun: list[str] = []

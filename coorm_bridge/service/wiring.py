@@ -22,7 +22,8 @@ def make_adapter(config: Config) -> Adapter:
     state folder (made private, as for the database) for whatever state it keeps."""
     state = config.bridge.state_path
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
-    return create_adapter(config.adapter, AdapterContext(state_dir=state))
+    context = AdapterContext(state_dir=state, private=config.bridge.private)
+    return create_adapter(config.adapter, context)
 
 
 def open_store(config: Config) -> Store:

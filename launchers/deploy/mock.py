@@ -54,7 +54,9 @@ class MockDeployer(Deployer):
         try:
             submitted = self.front_end.submit_job(self.session, request)
         except BridgeError as error:
-            raise DeployError(f"{self.cluster}: the bridge refused the job: {error}") from error
+            # A refusal's sentence says why and what to do; its code and status add nothing.
+            said = error.detail if 400 <= error.status < 500 else str(error)
+            raise DeployError(f"{self.cluster}: the bridge refused the job: {said}") from error
         if sorted(submitted.hosts) != sorted(plan.hosts):
             self.cancel(submitted.job)
             raise DeployError(

@@ -47,6 +47,14 @@ def write(tmp_path: Path, text: str, name: str = "app.toml") -> Path:
     return path
 
 
+def ocean(tmp_path: Path) -> None:
+    """GOOD's ``bin/ocean``, which ``--check`` wants beside the file: an executable file."""
+    program = tmp_path / "bin" / "ocean"
+    program.parent.mkdir(exist_ok=True)
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+
+
 def test_a_good_file_with_relative_paths_from_its_folder(tmp_path):
     app = load_app(write(tmp_path, GOOD))
     ocean, atmosphere = app.components
@@ -146,7 +154,45 @@ def test_check_refuses_with_exit_status_2_naming_file_and_key(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize(
+    ("make", "why"),
+    [
+        (lambda path: None, "'bin/ocean' is not there (no {program}): a program given with a '/'"),
+        (lambda path: path.write_text("#!/bin/sh\n"), "'bin/ocean' is not executable: chmod +x"),
+        (lambda path: path.mkdir(), "'bin/ocean' is not a program ({program} is a folder)"),
+    ],
+    ids=["missing", "not-executable", "folder"],
+)
+def test_check_refuses_a_program_of_the_files_folder_that_cannot_run(tmp_path, make, why):
+    """What made examples/moldable fail at once when run (``./solver``: no such file): found by
+    --check, and by a launch before it asks the bridge for anything."""
+    program = tmp_path / "bin" / "ocean"
+    program.parent.mkdir()
+    make(program)
+    path = write(tmp_path, GOOD)
+    said = f"coorm-launch: {path}: component.0.command.0: {why.format(program=program)}"
+    result = check(str(path), cwd=tmp_path)
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr.startswith(said), result.stderr
+    assert result.stderr.count("\n") == 1
+    launch = subprocess.run(
+        [str(SCRIPT), str(path), "--url", f"unix://{tmp_path}/no-bridge.sock"],
+        capture_output=True, text=True, timeout=60, check=False, cwd=tmp_path,
+    )  # fmt: skip
+    assert (launch.returncode, launch.stderr) == (2, result.stderr)
+
+
+def test_programs_on_the_jobs_path_or_absolute_are_left_to_the_jobs(tmp_path):
+    """A bare name is looked up on the job's PATH, an absolute path is the cluster's: neither
+    need exist on the launcher's host."""
+    ocean(tmp_path)
+    text = GOOD.replace('command = ["atmo"]', 'command = ["/opt/site/bin/atmo"]')
+    assert check(str(write(tmp_path, text)), cwd=tmp_path).returncode == 0
+    assert check(str(write(tmp_path, GOOD, "bare.toml")), cwd=tmp_path).returncode == 0
+
+
 def test_check_builds_the_selector_with_its_parameters(tmp_path):
+    ocean(tmp_path)
     unknown = write(tmp_path, GOOD.replace('name = "rigid"', 'name = "no-such-selector"'))
     result = check(str(unknown), cwd=tmp_path)
     assert result.returncode == 2
@@ -180,6 +226,7 @@ class Model:
 
 
 def test_a_duration_for_a_selector_that_computes_its_own_is_refused(tmp_path):
+    ocean(tmp_path)
     (tmp_path / "model_selector.py").write_text(NO_DURATION)
     text = GOOD.replace('name = "rigid"', 'name = "model_selector:Model"').replace(
         "params = { nodes = { c1 = 2, c2 = 1 } }", "params = { work = 1e6 }"

@@ -11,6 +11,7 @@ import getpass
 import threading
 import time
 from collections.abc import Sequence
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
@@ -427,7 +428,13 @@ def test_the_plugin_builds_each_system_with_a_state_folder_of_its_own(tmp_path):
     assert isinstance(front, ConfinedFrontEnd)
     assert front.front is simulated.front_end()
     mixed.close()  # the platform's journal too: it opens again
-    create(MixedSettings(systems=(MockSettings(),)), context).close()
+    private = create(MixedSettings(systems=(MockSettings(),)), replace(context, private=True))
+    try:  # the daemon's reach is each system's: its own user's jobs may run even as root
+        (system,) = private.systems
+        assert isinstance(system.adapter, MockAdapter)
+        assert system.adapter.front_end().private
+    finally:
+        private.close()
 
 
 def test_the_front_end_runs_jobs_on_the_simulated_platforms_clusters_only(tmp_path):

@@ -184,24 +184,42 @@ def test_the_simulated_job_ends_completed_or_failed_by_the_exit_status(tmp_path)
 
 
 @pytest.mark.parametrize(
-    ("run_jobs", "uid", "owner", "refused"),
+    ("run_jobs", "uid", "private", "owner", "refused"),
     [
-        (None, 1000, "me", None),
-        (None, 1000, "bob", "as the daemon's account, me, not as bob"),
-        (None, 0, "me", "runs as root"),
-        (True, 0, "bob", None),
-        (False, 1000, "me", "run_jobs = false"),
+        (None, 1000, False, "me", None),
+        (None, 1000, True, "me", None),
+        (None, 1000, True, "bob", "as the daemon's account, me, so this daemon runs me's only"),
+        (None, 0, False, "me", "runs as root and others can reach it"),
+        # Its user's own daemon, which nobody else can reach: root's jobs as root grant nothing.
+        (None, 0, True, "me", None),
+        (None, 0, True, "bob", "runs me's only, not bob's"),
+        (True, 0, False, "bob", None),
+        (False, 1000, True, "me", "run_jobs = false"),
     ],
 )
-def test_who_gets_jobs_run(monkeypatch, tmp_path, run_jobs, uid, owner, refused):
+def test_who_gets_jobs_run(monkeypatch, tmp_path, run_jobs, uid, private, owner, refused):
     monkeypatch.setattr(frontend.os, "geteuid", lambda: uid)
     monkeypatch.setattr(frontend, "account", lambda: "me")
-    said = ProcessFrontEnd(tmp_path, run_jobs=run_jobs, submit=unused, end=Ends()).refusal(owner)
+    front = ProcessFrontEnd(tmp_path, run_jobs, submit=unused, end=Ends(), private=private)
+    said = front.refusal(owner)
     if refused is None:
         assert said is None
     else:
         assert said is not None
         assert refused in said
+
+
+@pytest.mark.parametrize(
+    ("run_jobs", "uid", "owner"), [(None, 0, "me"), (None, 1000, "bob"), (False, 1000, "me")]
+)
+def test_a_refusal_says_what_to_do(monkeypatch, tmp_path, run_jobs, uid, owner):
+    """Not a bare "no": the refused user's own daemon runs their jobs (or the admin may)."""
+    monkeypatch.setattr(frontend.os, "geteuid", lambda: uid)
+    monkeypatch.setattr(frontend, "account", lambda: "me")
+    said = ProcessFrontEnd(tmp_path, run_jobs, submit=unused, end=Ends()).refusal(owner) or ""
+    assert "`coorm-bridge serve` with no configuration" in said
+    assert "`coorm-launch --start-daemon APP.toml`" in said
+    assert "run_jobs = " in said
 
 
 def test_the_daemons_platform_has_a_front_end_with_its_jobs_in_the_state_folder(tmp_path):
@@ -210,9 +228,8 @@ def test_the_daemons_platform_has_a_front_end_with_its_jobs_in_the_state_folder(
         front = adapter.front_end()
         assert isinstance(front, ProcessFrontEnd)
         assert front.folder == tmp_path / "jobs"
-        assert front.refusal("anyone") == (
-            "this simulated platform runs no jobs ([adapter] run_jobs = false)"
-        )
+        said = front.refusal("anyone") or ""
+        assert said.startswith("this simulated platform runs no jobs ([adapter] run_jobs = false)")
     finally:
         adapter.close()
     # Built from Python without a jobs folder, the platform only simulates.

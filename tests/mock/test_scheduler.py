@@ -294,7 +294,7 @@ def test_predictions_hold_on_real_hosts_where_counting_hosts_would_not():
     ("spec", "reason"),
     [
         (reservation("x", 100, 200, hosts=5), "Requested node configuration is not available"),
-        (reservation("x", 5, 200, hosts=1), "Invalid time specification"),
+        (reservation("x", 5, 10, hosts=1), "Invalid time specification"),  # ended by now
         (reservation("r0", 300, 400, hosts=1), "Duplicate reservation name"),
         (reservation("x", 100, 200, host_names=("n0",)), "Requested nodes are busy"),
         (reservation("x", 100, 200, host_names=("n3",)), "overlaps with another reservation"),
@@ -328,6 +328,25 @@ def test_refusal_says_when_to_retry():
     assert overlap.value.retry_after == 150
     handle = s.create_reservation(reservation("x", 150, 170, hosts=2))
     assert handle.host_names == ("n0", "n1")
+
+
+def test_a_start_a_moment_ago_is_taken_as_asked_as_slurm_does():
+    """A start planned for now reaches the batch system a moment later: Slurm takes a new
+    reservation's start up to 600 s in the past (a move's up to 60 s), as asked, on hosts free
+    now; earlier is refused."""
+    s = cluster(hosts=3, start=1000)
+    s.submit(job("a", 1, 100))  # n0 until 1100
+    late = s.create_reservation(reservation("late", 997, 1200, hosts=1))
+    assert (late.start, late.end, late.host_names) == (997, 1200, ("n1",))
+    assert s.job_state("a") is JobState.RUNNING
+    with pytest.raises(Refused, match="Invalid time specification"):
+        s.create_reservation(reservation("old", 399, 1300, hosts=1))
+    assert s.create_reservation(reservation("edge", 400, 1300, hosts=1)).start == 400
+    s.create_reservation(reservation("next", 1300, 1400, hosts=2))
+    s.advance(1250)
+    assert s.update_reservation(reservation("next", 1190, 1400, hosts=2)).start == 1190
+    with pytest.raises(Refused, match="Invalid time specification"):
+        s.update_reservation(reservation("next", 1189, 1400, hosts=2))
 
 
 def test_delete_reservation_in_use_is_refused_and_unknown_is_fine():
