@@ -12,7 +12,9 @@ user and pass), it prints:
   ``OarAdapter.snapshot()`` through the commands (one ``oarstat -J --gantt``), parsing included,
   and how many jobs it placed (running, or waiting with OAR's prediction: the Gantt holds no
   others, and Debian's OAR plans 30 waiting jobs per user and pass);
-- the same for ``backend=rest`` (``/resources/details`` and ``/jobs/details``, paginated);
+- the same for ``backend=rest`` (``/resources/details`` and the Gantt's two read-only queries
+  through ``/select_all``), and ``backend=rest-details`` (``/jobs/details`` over the Gantt's
+  window, where a site refuses ``/select_all``);
 - ``oar_placeholder create=S move_first=S move_gap=S delete=S``, first, on the idle platform: a
   placeholder created, moved where OAR can hold both (new one first), moved onto its own hosts
   (old one first: the seconds without a reservation), deleted.
@@ -95,16 +97,28 @@ def as_user(user: str, *argv: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def clear(users: Sequence[str]) -> None:
+def live_jobs(user: str) -> list[str]:
+    """The ids of ``user``'s jobs OAR still lists (``oarstat`` lists unfinished jobs only)."""
+    listed = as_user(user, "oarstat", "-u", user, "--format", "2")
+    return [line.split()[0] for line in listed.stdout.splitlines()
+            if line and line.split()[0].isdigit()]  # fmt: skip
+
+
+def clear(users: Sequence[str], timeout: float = 300) -> None:
+    """Delete every job of ``users`` and wait until OAR lists none (``oardel`` only registers a
+    deletion: the jobs go at Almighty's next passes)."""
+    deadline = time.monotonic() + timeout
     for user in users:
-        listed = as_user(user, "oarstat", "-u", user, "--format", "2")
-        ids = [
-            line.split()[0]
-            for line in listed.stdout.splitlines()
-            if line and line.split()[0].isdigit()
-        ]
-        if ids:
-            as_user(user, "oardel", *ids)
+        ids = live_jobs(user)
+        for first in range(0, len(ids), 500):
+            as_user(user, "oardel", *ids[first : first + 500])
+    left = {user: live_jobs(user) for user in users}
+    while any(left.values()):
+        if time.monotonic() > deadline:
+            say(f"jobs still listed after {timeout:g} s: {sum(map(len, left.values()))}")
+            return
+        time.sleep(1)
+        left = {user: live_jobs(user) for user in users}
 
 
 def fill(users: Sequence[str], clusters: Sequence[str], cores: int, jobs: int) -> None:
@@ -233,8 +247,10 @@ def main(argv: Sequence[str] | None = None) -> None:
                 f"letting OAR plan them for {args.settle:g} s"
             )
             time.sleep(args.settle)
-            for backend in ("cli", "rest"):
-                adapter = adapter_for(env, backend)
+            for backend in ("cli", "rest", "rest-details"):
+                adapter = adapter_for(env, backend.partition("-")[0])
+                if backend == "rest-details":  # as where a site refuses /select_all
+                    adapter.backend.sql = False  # type: ignore[attr-defined]
                 try:
                     spent, seen, running, pending = timed_snapshots(adapter, args.runs)
                     print(

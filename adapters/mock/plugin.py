@@ -59,12 +59,7 @@ def create(settings: MockSettings, context: AdapterContext) -> MockAdapter:
     with its front end's jobs beside it."""
     spec = load_platform(settings.platform)
     state = context.state_dir
-    if settings.run_jobs is None and not context.private and os.geteuid() == 0:
-        log.warning(
-            "this daemon runs as root and other users can reach it: its mock platform runs "
-            "no launchers' jobs (they would run as root) unless [adapter] run_jobs = true"
-        )
-    return resume(
+    adapter = resume(
         spec,
         state / FILE_NAME,
         settings.speedup,
@@ -72,6 +67,12 @@ def create(settings: MockSettings, context: AdapterContext) -> MockAdapter:
         run_jobs=settings.run_jobs,
         private=context.private,
     )
+    if settings.run_jobs is None and not context.private and os.geteuid() == 0:
+        log.warning(
+            "this daemon runs as root and other users can reach it: its mock platform runs "
+            "no launchers' jobs (they would run as root) unless [adapter] run_jobs = true"
+        )
+    return adapter
 
 
 def resume(

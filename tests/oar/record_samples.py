@@ -1,6 +1,7 @@
 """Record OAR's answers from a running local OAR (tests/oar/oar-local.sh) into tests/data/oar/.
 
-    .venv/bin/python tests/oar/record_samples.py "$(bash tests/oar/oar-local.sh env)" tests/data/oar
+    .venv/bin/python tests/oar/record_samples.py "$(bash tests/oar/oar-local.sh env)" \
+        tests/data/oar [sql]
 
 Root only. It deletes every job of the instance first (``reset()``), builds one situation (jobs
 running, waiting with a prediction, advance reservations, containers and inner jobs, refusals)
@@ -16,12 +17,14 @@ import json
 import subprocess
 import sys
 import time
+import urllib.parse
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from coorm_bridge.adapters.oar import gantt_sql
 from tests.oar.lab import OarInstance, Submission, oar_date
 
 
@@ -172,6 +175,47 @@ def record_jobs(rec: Recorder) -> None:
     rec.curl("rest_post_reservation_refused_400.txt", bob, conflict)
 
 
+def record_sql(rec: Recorder) -> None:
+    """One server read three ways at one moment (``sql_*``): ``oarstat -J --gantt``, the REST
+    API's ``/select_all`` with the bridge's two Gantt queries (adapters/oar/gantt_sql.py), and
+    ``/jobs/details`` over the same window; ``sql_window.json`` says which."""
+    oar = rec.oar
+    alice, bob = oar.users[0], oar.users[1]
+    fill = rec.job(alice, "-t noop -n fill_alpha -p cluster='alpha' -l /host=8,walltime=1:00:00")
+    oar.wait_job(fill, {"Running"})
+    queued = rec.job(bob, "-t noop -n queued_alpha -p cluster='alpha' -l /host=4,walltime=0:30:00")
+    oar.wait_prediction(queued)
+    container = rec.job(
+        alice,
+        "-t container -t noop -n container_now -p cluster='beta' -l /host=4,walltime=1:00:00",
+        at=datetime.now(),
+    )
+    oar.wait_job(container, {"Running"})
+    inner = rec.job(alice, f"-t inner={container} -n inner_now -l /host=2,walltime=0:30:00",
+                    "sleep 1800")  # fmt: skip
+    oar.wait_job(inner, {"Running"})
+    later = rec.job(
+        alice,
+        "-t container -t noop -n container_later -p cluster='beta' -l /host=3,walltime=1:00:00",
+        at=datetime.now() + timedelta(hours=2),
+    )
+    waiting = rec.job(bob, f"-t inner={later} -n inner_later -l /host=2,walltime=0:20:00",
+                      "sleep 600")  # fmt: skip
+    oar.wait_prediction(waiting)
+    begin = int(time.time()) - 1
+    end = begin + 6 * 3600
+    future, current = gantt_sql.queries(begin, end)
+    start = datetime.fromtimestamp(begin)
+    rec.write("sql_window.json", {"begin": begin, "end": end})
+    rec.write("sql_oarstat_J_gantt.json", oar.gantt(start, datetime.fromtimestamp(end)))
+    rec.write("sql_resources_details.json", oar.api("resources/details.json?limit=500")[1])
+    for name, query in (("future", future), ("current", current)):
+        path = f"select_all.json?limit=500&query={urllib.parse.quote(query)}"
+        rec.write(f"sql_select_all_{name}.json", oar.api(path, user="oar")[1])
+    window = f"jobs/details.json?limit=500&from={begin}&to={end}"
+    rec.write("sql_jobs_details.json", oar.api(window, user="oar")[1])
+
+
 def record_nodes(rec: Recorder) -> None:
     oar = rec.oar
     absent, dead, suspected = oar.nodes["alpha"][-1], oar.nodes["alpha"][-2], oar.nodes["alpha"][-3]
@@ -211,6 +255,12 @@ def main() -> None:
     rec = Recorder(oar, out)
     oar.reset()
     began = datetime.now()
+    if sys.argv[3:] == ["sql"]:  # only the sql_* samples
+        try:
+            record_sql(rec)
+        finally:
+            oar.reset()
+        return
     try:
         record_jobs(rec)
         oar.reset()

@@ -18,6 +18,7 @@ from coorm_bridge.adapters.base import (
 )
 from coorm_bridge.adapters.oar.adapter import OarAdapter
 from coorm_bridge.adapters.oar.plugin import make_oar_adapter
+from coorm_bridge.adapters.oar.rest_backend import OarRestBackend
 from coorm_bridge.adapters.oar.settings import OarSettings
 from tests.oar.lab import OarInstance
 
@@ -119,6 +120,8 @@ def test_the_snapshot_matches_what_was_submitted(site) -> None:  # type: ignore[
         again = other.snapshot()
         for name in oar.clusters:
             assert busy(again.clusters[name]) == busy(shot.clusters[name])
+        rest = other if isinstance(other.backend, OarRestBackend) else adapter
+        assert rest.backend.sql  # the Gantt read with the API's read-only queries
     finally:
         other.close()
 
