@@ -5,8 +5,9 @@ Mock, Slurm and OAR adapters implement :class:`Adapter`. The bridge reads a
 (:mod:`coorm_bridge.placement.occupancy`) and
 holds placeholder reservations through ``create/update/delete_reservation``. Failures are typed so
 that the bridge reacts the right way: :class:`Unavailable` is retried with back-off while views are
-marked stale, :class:`Refused` makes the placement loop recompute, a plain :class:`AdapterError`
-is a configuration or programming problem that needs an admin.
+marked stale, :class:`Refused` makes the placement loop recompute, :class:`Misconfigured` names
+the setting the batch system shows to be wrong, a plain :class:`AdapterError` is a configuration
+or programming problem that needs an admin.
 """
 
 from __future__ import annotations
@@ -59,6 +60,25 @@ class Refused(AdapterError):
     ) -> None:
         super().__init__(message, cluster=cluster)
         self.retry_after = retry_after
+
+
+class Misconfigured(AdapterError):
+    """A setting of the ``[adapter]`` table that the batch system shows to be wrong (a partition
+    it does not have, a property no resource has): the admin's mistake, so the daemon refuses to
+    start and names the file and the key, as for a mistake the file alone shows.
+
+    ``key`` is the setting's place in the ``[adapter]`` table as the file writes it
+    (``cluster.0.partition``, ``system.1.host_property``); ``reason`` says what is wrong and
+    what the batch system has instead."""
+
+    def __init__(self, reason: str, *, key: str, cluster: str | None = None) -> None:
+        super().__init__(f"{cluster}: {reason}" if cluster else f"{key}: {reason}", cluster=cluster)
+        self.key = key
+        self.reason = reason
+
+    def under(self, place: str) -> Misconfigured:
+        """The same mistake, its key inside the table at ``place`` (a mixed site's system)."""
+        return Misconfigured(self.reason, key=f"{place}.{self.key}", cluster=self.cluster)
 
 
 class NotPermitted(AdapterError):

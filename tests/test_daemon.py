@@ -332,6 +332,33 @@ def test_a_bad_configuration_is_refused_with_file_and_key(folder):
     assert f"{config}: policy.fair_start" in result.stderr
 
 
+def test_a_setting_the_batch_systems_refuse_at_start_is_refused_with_file_and_key(folder):
+    # A link the file names between clusters; the simulated platform's are known only once it
+    # is read. Before, exit 1 and "cannot start: the batch system: link.0 names 'c9', ...".
+    (folder / "platform.toml").write_text(PLATFORM)
+    config = folder / "site.toml"
+    config.write_text(
+        '[bridge]\nsocket = "bridge.sock"\nstate_dir = "state"\n[adapter]\nkind = "mixed"\n'
+        '[[adapter.system]]\nkind = "mock"\nplatform = "platform.toml"\nrun_jobs = false\n'
+        '[[adapter.link]]\nclusters = ["c1", "c9"]\nlatency_s = 0.001\nbandwidth_bps = 1e9\n'
+    )
+    script = Path(sys.executable).with_name("coorm-bridge")
+    result = subprocess.run(
+        [str(script), "serve", "--config", str(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=folder,
+        check=False,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        f"coorm-bridge: {config}: adapter.link.0.clusters: no batch system of the site has "
+        "'c9' (its clusters: c1, c2)\n"
+    )
+    assert not (folder / "bridge.sock").exists()
+
+
 def test_a_second_daemon_on_the_same_state_is_refused_and_the_first_keeps_going(daemon):
     with daemon.client(ALICE_TOKEN) as client:
         sid = client.subscribe(Filter(clusters=("c1",))).session

@@ -4,7 +4,8 @@ The generic part (psij-python's executor base): validation of everything that re
 system, verification of what it actually made (Slurm 22.05 silently creates a reservation smaller
 than asked when the partition is short: it is deleted and refused), start estimates for the
 pending jobs its scheduler left without one, and the mapping of its failures to Unavailable (no
-answer: views go stale), Refused (a conflict the placement loop works around) and AdapterError
+answer: views go stale), Refused (a conflict the placement loop works around), Misconfigured (a
+setting naming what the batch system does not have, located in the file) and AdapterError
 (configuration). A batch system supplies a :class:`.backend.Backend` and one binding per cluster.
 """
 
@@ -23,6 +24,7 @@ from coorm_bridge.adapters.base import (
     JobSpec,
     JobState,
     LacksRights,
+    Misconfigured,
     NotPermitted,
     PlatformSnapshot,
     Refused,
@@ -255,15 +257,30 @@ class BatchAdapter(Adapter, Generic[B]):
             known = ", ".join(self.bindings)
             raise AdapterError(f"unknown cluster {cluster!r} (configured: {known})") from None
 
+    def setting_key(self, cluster: str, key: str | None) -> str:
+        """Where a setting of ``cluster`` is in the ``[adapter]`` table: a key of its
+        ``[[adapter.cluster]]`` table as ``cluster.<index>.<key>`` (None: the table itself),
+        any other key as it is (a setting of every cluster). Subclasses map a setting that
+        defaults to another one to the key the admin would change."""
+        for index, settings in enumerate(self.settings.clusters):
+            if settings.name == cluster:
+                if key is None:
+                    return f"cluster.{index}"
+                return f"cluster.{index}.{key}" if key in type(settings).model_fields else key
+        return key or "cluster"
+
     @contextmanager
     def _failures(self, cluster: str, *, reading: bool = False) -> Iterator[None]:
         """The back-end's failures as the adapter interface's errors, naming the cluster. A
         read that fails means the batch system cannot be used now, whatever it said: the bridge
-        keeps its last snapshot."""
+        keeps its last snapshot; unless it shows a setting to be wrong (Misconfigured)."""
         try:
             yield
         except BatchFailure as failure:
             message = f"{cluster}: {failure}"
+            if failure.kind == "misconfigured":
+                key = self.setting_key(cluster, failure.key)
+                raise Misconfigured(str(failure), key=key, cluster=cluster) from failure
             if failure.kind == "no_such_reservation" and not reading:
                 raise _Gone(message) from failure
             if failure.kind == "unreachable" or reading:

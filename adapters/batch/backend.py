@@ -28,8 +28,9 @@ from coorm_bridge.core.model import Submission
 #: "invalid_user": it does not know a reservation's user (NotPermitted: that session ends);
 #: "no_rights": it will not let the bridge's own account do it (LacksRights: an admin must
 #: act, no session ends); "user_refused": it will not now for that session's user (a limit of
-#: theirs: Refused, tried again, the bridge's rights are not in doubt); "no_such_reservation" on
-#: a delete: already gone (success); the rest: AdapterError.
+#: theirs: Refused, tried again, the bridge's rights are not in doubt); "misconfigured": a
+#: setting names what the batch system does not have (Misconfigured: the daemon does not
+#: start); "no_such_reservation" on a delete: already gone (success); the rest: AdapterError.
 ErrorKind = Literal[
     "unreachable",
     "busy",
@@ -39,6 +40,7 @@ ErrorKind = Literal[
     "invalid_user",
     "no_rights",
     "user_refused",
+    "misconfigured",
     "no_such_reservation",
     "no_such_job",
     "other",
@@ -47,12 +49,24 @@ ErrorKind = Literal[
 
 class BatchFailure(Exception):
     """A request the batch system did not carry out, with the kind of reason it gave, and
-    when it said the same request could succeed (OAR does, for a refused reservation)."""
+    when it said the same request could succeed (OAR does, for a refused reservation).
 
-    def __init__(self, kind: ErrorKind, message: str, *, retry_after: int | None = None) -> None:
+    ``key``, for a ``misconfigured`` failure: the setting at fault as the cluster's settings
+    name it, a key of its ``[[adapter.cluster]]`` table (``partition``) or of the ``[adapter]``
+    table (``host_property``); the adapter turns it into the key's place in the file."""
+
+    def __init__(
+        self,
+        kind: ErrorKind,
+        message: str,
+        *,
+        retry_after: int | None = None,
+        key: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.kind = kind
         self.retry_after = retry_after
+        self.key = key
 
 
 @dataclass(frozen=True)

@@ -39,6 +39,7 @@ from coorm_bridge.adapters.base import (
     ClusterSnapshot,
     JobSpec,
     JobState,
+    Misconfigured,
     PlatformSnapshot,
     Reservation,
     ReservationHandle,
@@ -93,7 +94,11 @@ class MixedAdapter(Adapter):
         infos: list[ClusterInfo] = []
         owners: dict[str, BatchSystem] = {}
         for system in self.systems:
-            for info in system.adapter.clusters():
+            try:
+                found = system.adapter.clusters()
+            except Misconfigured as error:  # a key of the system's table, in the site's
+                raise error.under(f"system.{system.index}") from error
+            for info in found:
                 other = owners.setdefault(info.name, system)
                 if other is not system:
                     raise AdapterError(
@@ -305,12 +310,15 @@ def _check_clocks(systems: Sequence[BatchSystem]) -> None:
 
 
 def _check_links(links: Iterable[Link], owners: dict[str, BatchSystem]) -> None:
+    """The site's links join clusters its systems have (a simulated platform's are known only
+    once it is read): a name that is none is the file's mistake."""
     for index, link in enumerate(links):
         unknown = [name for name in link.clusters if name not in owners]
         if unknown:
-            raise AdapterError(
-                f"link.{index} names {', '.join(map(repr, unknown))}, which no batch system of "
-                f"the site has (clusters: {', '.join(owners)})"
+            raise Misconfigured(
+                f"no batch system of the site has {' or '.join(map(repr, unknown))} (its "
+                f"clusters: {', '.join(owners)})",
+                key=f"link.{index}.clusters",
             )
 
 

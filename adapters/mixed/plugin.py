@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.adapters.base import AdapterError, Misconfigured
 from coorm_bridge.adapters.mixed.adapter import BatchSystem, MixedAdapter, close_all, system_label
 from coorm_bridge.adapters.mixed.settings import MixedSettings
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin, create_adapter
@@ -44,6 +44,8 @@ def create(settings: MixedSettings, context: AdapterContext) -> MixedAdapter:
                 private.mkdir(mode=0o700, exist_ok=True)
             try:
                 adapter = create_adapter(system, replace(context, state_dir=state))
+            except Misconfigured as error:  # a key of the system's table, in the site's
+                raise error.under(f"system.{index}") from error
             except AdapterError as error:
                 label = system_label(index, system.kind)
                 raise AdapterError(f"{label}: {error}", cluster=error.cluster) from error

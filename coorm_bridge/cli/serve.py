@@ -20,8 +20,9 @@ from coorm_bridge.store import StoreError
 
 
 def serve_command(path: str | None, level: str) -> int:
-    """Read the configuration, run the daemon; exit status 2 for a bad file, 1 for a daemon
-    that cannot start (its reason on one line), 0 after a clean stop."""
+    """Read the configuration, run the daemon; exit status 2 for a bad file (a setting the
+    batch system shows to be wrong included), 1 for a daemon that cannot start (its reason on
+    one line), 0 after a clean stop."""
     logging.basicConfig(
         level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -42,7 +43,10 @@ def serve_command(path: str | None, level: str) -> int:
 
     try:
         run(config, on_ready=ready)
-    except (ServerError, ConfigError, StoreError) as error:
+    except ConfigError as error:  # a setting the batch system refuses: the file's mistake
+        print(f"coorm-bridge: {error}", file=sys.stderr)
+        return 2
+    except (ServerError, StoreError) as error:
         print(f"coorm-bridge: {error}", file=sys.stderr)
         return 1
     except AdapterError as error:

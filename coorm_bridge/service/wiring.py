@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.adapters.base import Adapter, Misconfigured
 from coorm_bridge.adapters.registry import AdapterContext, create_adapter
 from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.config import Config
+from coorm_bridge.service.config import Config, ConfigError
 from coorm_bridge.service.loop import Loop
 from coorm_bridge.store import Store
 from coorm_bridge.store.lock import StateLock
@@ -55,7 +55,8 @@ class Service:
 def build(config: Config) -> Service:
     """Lock the state folder, then make adapter, store, bridge and loop (not started); raises
     StoreError when another daemon holds the folder or the database cannot be used,
-    AdapterError when the batch system cannot say its clusters."""
+    ConfigError when the batch system shows a setting of the file to be wrong (a partition it
+    does not have), AdapterError when it cannot say its clusters (one that does not answer)."""
     state = config.bridge.state_path
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = StateLock(state)
@@ -65,11 +66,19 @@ def build(config: Config) -> Service:
         adapter = make_adapter(config)
         store = open_store(config)
         bridge = Bridge(config, adapter, store)
-    except BaseException:
+    except BaseException as error:
         if store is not None:
             store.close()
         if adapter is not None:
             adapter.close()
         lock.release()
+        if isinstance(error, Misconfigured):
+            raise misconfigured(config, error) from error
         raise
     return Service(lock, adapter, store, bridge, Loop(bridge))
+
+
+def misconfigured(config: Config, error: Misconfigured) -> ConfigError:
+    """A setting the batch system refuses, as a mistake in the file: one line naming the file
+    and the key as written there (``adapter.cluster.0.partition``), then why."""
+    return ConfigError(f"{config.source}: adapter.{error.key}: {error.reason}")

@@ -24,6 +24,7 @@ from coorm_bridge.adapters.base import (
     JobSpec,
     JobState,
     LacksRights,
+    Misconfigured,
     Node,
     PlatformSnapshot,
     Reservation,
@@ -172,8 +173,13 @@ def test_a_cluster_name_two_systems_share_is_refused_naming_both():
 
 
 def test_site_links_must_name_its_clusters_and_join_each_pair_once():
-    with pytest.raises(AdapterError, match=r"link.0 names 'c9', which no batch system"):
+    # A link naming no cluster is the file's mistake, at its key: the daemon does not start.
+    with pytest.raises(Misconfigured) as wrong:
         site(Recorded("a1"), Recorded("b1"), links=[link("a1", "c9")]).clusters()
+    assert (wrong.value.key, wrong.value.reason) == (
+        "link.0.clusters",
+        "no batch system of the site has 'c9' (its clusters: a1, b1)",
+    )
     first = Recorded("a1")
     first.links = (link("a1", "b1"),)
     twice = site(first, Recorded("b1"), links=[link("b1", "a1", 0.5)])
