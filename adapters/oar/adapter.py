@@ -31,6 +31,15 @@ class OarAdapter(BatchAdapter[OarBinding]):
     def __init__(self, settings: OarSettings, backend: Backend[OarBinding]) -> None:
         super().__init__(settings, backend, bindings_of(settings))
         self.lead = settings.reservation_lead
+        self.by_name = frozenset(c.name for c in settings.clusters if c.value is None)
+        """The clusters whose resources are those of their name's value (no ``value`` given)."""
+
+    def setting_key(self, cluster: str, key: str | None) -> str:
+        """A cluster without a ``value`` selects its resources by its ``name``: that is the
+        key to change."""
+        if key == "value" and cluster in self.by_name:
+            key = "name"
+        return super().setting_key(cluster, key)
 
     def reservation_lead(self) -> int:
         """OAR validates a reservation at its next scheduler pass and starts one asked for an

@@ -11,11 +11,13 @@ from __future__ import annotations
 import logging
 import time
 from abc import abstractmethod
-from collections.abc import Callable, Hashable, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
+from typing import Any
 
 from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware, Read, ReadFailure
 from coorm_bridge.adapters.oar import commands, parse
+from coorm_bridge.adapters.oar import hardware as oar_hardware
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.moves import Mover
 
@@ -50,8 +52,9 @@ class OarBackend(Backend[OarBinding]):
         """The server's resources and every job placed from ``now`` to the horizon."""
 
     @abstractmethod
-    def resources(self, binding: OarBinding) -> list[parse.Resource]:
-        """Every resource of the server."""
+    def resource_rows(self) -> list[Mapping[str, Any]]:
+        """Every resource of the server, as OAR gives its properties (a row of its resources
+        table): the settings are checked against them (:mod:`.hardware`)."""
 
     @abstractmethod
     def submit_reservation(self, binding: OarBinding, spec: ReservationSpec) -> str:
@@ -134,8 +137,12 @@ class OarBackend(Backend[OarBinding]):
             return BatchFailure("user_refused", said)
         return failure
 
+    def resources(self, binding: OarBinding) -> list[parse.Resource]:
+        """Every resource of the server."""
+        return [parse.resource(row, binding) for row in self.resource_rows()]
+
     def hardware(self, binding: OarBinding) -> Hardware:
-        return parse.hardware(parse.in_cluster(self.resources(binding), binding))
+        return oar_hardware.hardware(self.resource_rows(), binding)
 
     def source(self, binding: OarBinding) -> Hashable:
         return "oar"  # one server answers for all its clusters

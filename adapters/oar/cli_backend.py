@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure
@@ -63,8 +64,8 @@ class OarCliBackend(OarBackend):
         data = self._json(commands.gantt(max(0, now - 1), now + self.horizon))
         return parse.gantt(data, binding)
 
-    def resources(self, binding: OarBinding) -> list[parse.Resource]:
-        return parse.resources_of_nodes(self._json(commands.nodes()), binding)
+    def resource_rows(self) -> list[Mapping[str, Any]]:
+        return parse.rows_of_nodes(self._json(commands.nodes()))
 
     def submit_reservation(self, binding: OarBinding, spec: ReservationSpec) -> str:
         argv = commands.create_reservation(binding, spec, self._as(self.owner(spec.users)))

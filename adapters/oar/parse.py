@@ -101,7 +101,8 @@ def resource(
     """One entry of ``oarnodes -J`` or ``/resources/details``."""
     rid = int(raw.get("resource_id", raw.get("id", resource_id if resource_id is not None else 0)))
     address = str(raw.get("network_address") or "")
-    host = str(raw.get(binding.host_property) or address)
+    named = raw.get(binding.host_property)  # checked at start (.hardware): 0 is a name too
+    host = address if named is None or str(named) == "" else str(named)
     cluster = raw.get(binding.property)
     memory = raw.get("memnode") or 0
     return Resource(
@@ -116,13 +117,19 @@ def resource(
     )
 
 
-def resources_of_nodes(data: Any, binding: OarBinding) -> list[Resource]:
-    """``oarnodes -J``: an object keyed by resource id (or, in some versions, a list)."""
+def rows_of_nodes(data: Any) -> list[Mapping[str, Any]]:
+    """``oarnodes -J``: an object keyed by resource id (or, in some versions, a list), as rows
+    of properties, each with its ``resource_id``."""
     if isinstance(data, Mapping):
-        return [resource(v, binding, int(k)) for k, v in data.items() if isinstance(v, Mapping)]
+        return [{"resource_id": int(k), **v} for k, v in data.items() if isinstance(v, Mapping)]
     if isinstance(data, list):
-        return [resource(v, binding) for v in data if isinstance(v, Mapping)]
+        return [v for v in data if isinstance(v, Mapping)]
     raise ValueError(f"oarnodes -J printed {type(data).__name__}, not resources")
+
+
+def resources_of_nodes(data: Any, binding: OarBinding) -> list[Resource]:
+    """``oarnodes -J`` as resources."""
+    return [resource(row, binding) for row in rows_of_nodes(data)]
 
 
 def in_cluster(resources: Iterable[Resource], binding: OarBinding) -> list[Resource]:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import requests
@@ -159,8 +159,8 @@ class OarRestBackend(OarBackend):
 
     # -- primitives ---------------------------------------------------------------------------
 
-    def resources(self, binding: OarBinding) -> list[parse.Resource]:
-        return [parse.resource(item, binding) for item in self._pages("resources/details.json")]
+    def resource_rows(self) -> list[Mapping[str, Any]]:
+        return list(self._pages("resources/details.json"))
 
     def whole(
         self, binding: OarBinding, now: int
