@@ -21,7 +21,7 @@ from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware,
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm import answers, commands, parse, parse_text, rights
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
-from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of
+from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of, misaddressed
 
 
 class CliBackend(Backend[SlurmBinding]):
@@ -42,13 +42,30 @@ class CliBackend(Backend[SlurmBinding]):
         return commands.Target(cluster=binding.cluster, partition=binding.partition)
 
     def hardware(self, binding: SlurmBinding) -> Hardware:
-        done = self._run(binding, commands.sinfo_json(self._target(binding)))
+        """``sinfo --json``, the first command to a cluster: a failure that shows a setting
+        wrong (a ``-M`` cluster slurmdbd does not know, a slurm.conf Slurm cannot process) is
+        said to be that setting's."""
+        try:
+            done = self._run(binding, commands.sinfo_json(self._target(binding)))
+        except BatchFailure as failure:
+            wrong = misaddressed(failure, binding, lambda: self._known_clusters(binding))
+            if wrong is None:
+                raise
+            raise wrong from failure
         try:
             document = json.loads(done.stdout)
             check_errors(document, "sinfo --json")
-            return hardware_of(document["nodes"], binding.partition)
+            return hardware_of(document["nodes"], binding.partition, binding.cluster)
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise BatchFailure("other", f"sinfo --json: unreadable answer: {error}") from error
+
+    def _known_clusters(self, binding: SlurmBinding) -> list[str] | None:
+        """The Slurm clusters slurmdbd knows, for a message (None when it cannot be asked)."""
+        try:
+            done = self._run(binding, commands.known_clusters())
+        except (BatchFailure, AdapterError):
+            return None
+        return sorted({line.strip() for line in done.stdout.splitlines() if line.strip()})
 
     def source(self, binding: SlurmBinding) -> Hashable:
         """One controller: the same environment (SLURM_CONF) and the same ``-M`` cluster."""

@@ -97,6 +97,11 @@ def sinfo_json(target: Target) -> tuple[str, ...]:
     return ("sinfo", "--json", *target.clusters(), *target.partitions())
 
 
+def known_clusters() -> tuple[str, ...]:
+    """The Slurm clusters slurmdbd knows, one name a line (to name them when ``-M`` is wrong)."""
+    return ("sacctmgr", "-n", "-P", "list", "clusters", "format=cluster")
+
+
 def squeue_text(target: Target) -> tuple[str, ...]:
     """Every job of the controller, one line each (array tasks too: ``-r``), in the format of
     :data:`.parse_text.SQUEUE_FORMAT`; ``-a``: hidden partitions too (one may be a cluster).

@@ -3,23 +3,37 @@
 Every back-end reads the controller's nodes (Slurm 22.05 ignores ``-p`` with ``--json``) and
 keeps the partition's own. When none is left, the partition is not there: its name is wrong,
 often only by case (Slurm's partition names are case-sensitive). The error names it and lists
-the partitions that are, rather than a bare "no node".
+the partitions that are, rather than a bare "no node", as a setting to correct: the daemon
+does not start (so does a ``-M`` cluster slurmdbd does not know, a slurm.conf Slurm cannot
+process, and a controller that lists no node at all; one that does not answer is no mistake).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import re
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from coorm_bridge.adapters.batch.backend import BatchFailure, Hardware
 from coorm_bridge.adapters.slurm import answers, parse
+from coorm_bridge.adapters.slurm.binding import SlurmBinding
+
+#: Slurm 22.05 for a ``-M`` cluster slurmdbd does not know; then it says "'NAME' can't be
+#: reached now, or it is an invalid entry for --cluster", which alone is a controller down.
+UNKNOWN_CLUSTER = re.compile(r"No cluster '[^']*' known by database")
+#: Slurm 22.05's commands for a slurm.conf they cannot read as one (after why, such as
+#: "ClusterName needs to be specified"), before they ask any controller.
+UNPROCESSABLE = "Unable to process configuration file"
 
 
-def hardware_of(records: Iterable[Mapping[str, Any]], partition: str | None) -> Hardware:
+def hardware_of(
+    records: Iterable[Mapping[str, Any]], partition: str | None, cluster: str | None = None
+) -> Hardware:
     """The hosts of ``partition`` (all of them when None) among node records shaped like
     ``sinfo --json``'s (``name``, ``partitions``, ``cpus``, ``real_memory``): how many, and the
-    smallest one's cores and RAM. A BatchFailure ("other") when there is none; ValueError for
-    a number that is none."""
+    smallest one's cores and RAM. When there is none, the setting that led there is wrong (a
+    BatchFailure "misconfigured": the partition, else the ``-M`` ``cluster``, else the
+    controller's slurm_conf); ValueError for a number that is none."""
     nodes = list(records)
     seen = {
         n.get("name") or f"#{i}": n  # by name: a node listed twice counts once
@@ -27,7 +41,8 @@ def hardware_of(records: Iterable[Mapping[str, Any]], partition: str | None) -> 
         if partition is None or partition in (n.get("partitions") or ())
     }
     if not seen:
-        raise BatchFailure("other", no_node(partition, nodes))
+        key = "partition" if partition is not None else "cluster" if cluster else "slurm_conf"
+        raise BatchFailure("misconfigured", no_node(partition, nodes), key=key)
     return Hardware(
         hosts=len(seen),
         cores_per_host=min(parse.number(n.get("cpus")) or 0 for n in seen.values()),
@@ -62,3 +77,23 @@ def no_node(partition: str | None, nodes: Iterable[Mapping[str, Any]]) -> str:
     if alike:
         message += f"; partition names are case-sensitive: did you mean {alike[0]!r}?"
     return f"{message}; partitions with nodes: {', '.join(known)}"
+
+
+def misaddressed(
+    failure: BatchFailure, binding: SlurmBinding, known: Callable[[], list[str] | None]
+) -> BatchFailure | None:
+    """The setting at fault when a first command to ``binding``'s cluster failed because of it
+    (a BatchFailure "misconfigured"), None when the failure is Slurm's (a controller that does
+    not answer). ``known``: the Slurm clusters slurmdbd knows (None: it cannot say)."""
+    said = str(failure)
+    if binding.cluster is not None and UNKNOWN_CLUSTER.search(said):
+        clusters = known()
+        listed = f"; clusters it knows: {', '.join(clusters)}" if clusters else ""
+        message = f"slurmdbd knows no Slurm cluster {binding.cluster!r}{listed}"
+        return BatchFailure("misconfigured", message, key="cluster")
+    conf = binding.env.get("SLURM_CONF")
+    if conf is not None and UNPROCESSABLE in said:
+        lines = "; ".join(line.strip() for line in said.splitlines() if line.strip())
+        message = f"Slurm cannot use {conf} as its configuration: {lines}"
+        return BatchFailure("misconfigured", message, key="slurm_conf")
+    return None

@@ -126,7 +126,7 @@ class PyslurmBackend(Backend[SlurmBinding]):
     def hardware(self, binding: SlurmBinding) -> Hardware:
         nodes = [{**n, "name": n.get("name") or name} for name, n in self._nodes().items()]
         try:
-            return hardware_of(nodes, binding.partition)
+            return hardware_of(nodes, binding.partition, binding.cluster)
         except ValueError as error:
             raise BatchFailure("other", f"pyslurm: {error}") from error
 

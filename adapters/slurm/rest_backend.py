@@ -124,7 +124,7 @@ class RestBackend(Backend[SlurmBinding]):
     def hardware(self, binding: SlurmBinding) -> Hardware:
         d = self.dialect(binding)
         nodes = (self._document(d.path(d.nodes)) or {}).get("nodes") or []
-        return _checked(d.nodes, lambda: hardware_of(nodes, binding.partition))
+        return _checked(d.nodes, lambda: hardware_of(nodes, binding.partition, binding.cluster))
 
     def read(
         self, binding: SlurmBinding, now: int

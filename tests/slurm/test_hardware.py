@@ -34,14 +34,25 @@ def test_a_partition_that_is_not_there_is_named_with_those_that_are(partition, m
     with pytest.raises(BatchFailure) as caught:
         hardware_of(NODES, partition)
     assert str(caught.value) == message
-    assert caught.value.kind == "other"
+    # The admin's mistake, not Slurm's: the daemon does not start, naming the setting.
+    assert (caught.value.kind, caught.value.key) == ("misconfigured", "partition")
 
 
-def test_a_controller_without_nodes_says_so():
-    with pytest.raises(BatchFailure, match=r"^Slurm lists no node on this controller$"):
-        hardware_of([], None)
-    with pytest.raises(BatchFailure, match=r"no partition with nodes at all$"):
-        hardware_of([], "alpha")
+@pytest.mark.parametrize(
+    ("partition", "cluster", "key"),
+    [(None, None, "slurm_conf"), (None, "beta", "cluster"), ("alpha", None, "partition")],
+)
+def test_a_controller_without_nodes_says_so_of_the_setting_that_led_there(partition, cluster, key):
+    with pytest.raises(BatchFailure) as caught:
+        hardware_of([], partition, cluster)
+    expected = (
+        "Slurm lists no node on this controller"
+        if partition is None
+        else "Slurm has no partition 'alpha' (or it has no node), and no partition with nodes "
+        "at all"
+    )
+    assert str(caught.value) == expected
+    assert (caught.value.kind, caught.value.key) == ("misconfigured", key)
 
 
 def test_an_answer_with_errors_is_a_failure_not_an_empty_partition():

@@ -242,8 +242,9 @@ def test_hardware_comes_from_the_nodes(mocked):
     hardware = rest.hardware(binding("gamma"))
     assert (hardware.hosts, hardware.cores_per_host, hardware.ram_per_host_mib) == (8, 2, 1000)
     assert rest.hardware(binding()).hosts == 24
-    with pytest.raises(SlurmFailure, match=r"no partition 'delta'.*: alpha, beta, gamma$"):
+    with pytest.raises(SlurmFailure, match=r"no partition 'delta'.*: alpha, beta, gamma$") as e:
         rest.hardware(binding("delta"))
+    assert (e.value.kind, e.value.key) == ("misconfigured", "partition")  # the daemon stops
     with pytest.raises(SlurmFailure, match="case-sensitive: did you mean 'gamma'"):
         rest.hardware(binding("GAMMA"))
 

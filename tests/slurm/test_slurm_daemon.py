@@ -100,13 +100,18 @@ def test_serve_refuses_a_slurm_conf_that_is_not_there_before_asking_slurm(tmp_pa
     )
 
 
-def test_serve_says_why_when_slurm_cannot_be_read_at_start(tmp_path):
+def test_serve_refuses_a_slurm_conf_slurm_cannot_process_naming_file_and_key(tmp_path):
+    # No controller is asked: the file is not one, a mistake of the setting (before: exit 1,
+    # "cannot start: the batch system: a: sinfo: ..." over two lines).
     (tmp_path / "slurm.conf").write_text("# nothing: Slurm refuses it at once\n")
     result, took = serve(
         tmp_path,
         '[adapter]\nkind = "slurm"\n[[adapter.cluster]]\nname = "a"\nslurm_conf = "slurm.conf"\n',
     )
-    assert result.returncode == 1
+    assert result.returncode == 2, result.stderr
     assert took < 30
-    assert "cannot start: the batch system: a: sinfo: " in result.stderr
-    assert "ClusterName needs to be specified" in result.stderr
+    assert result.stderr == (
+        f"coorm-bridge: {tmp_path / 'coorm-bridge.toml'}: adapter.cluster.0.slurm_conf: Slurm "
+        f"cannot use {tmp_path / 'slurm.conf'} as its configuration: sinfo: error: ClusterName "
+        "needs to be specified; sinfo: fatal: Unable to process configuration file\n"
+    )
