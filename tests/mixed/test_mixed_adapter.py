@@ -32,6 +32,7 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
+from coorm_bridge.adapters.mixed import plugin as mixed_plugin
 from coorm_bridge.adapters.mixed.adapter import CLOCK_TOLERANCE, BatchSystem, MixedAdapter
 from coorm_bridge.adapters.mixed.frontend import ConfinedFrontEnd
 from coorm_bridge.adapters.mixed.plugin import create
@@ -42,11 +43,17 @@ from coorm_bridge.adapters.mock.clock import VirtualClock, WallClock
 from coorm_bridge.adapters.mock.journal import FILE_NAME
 from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.adapters.mock.plugin import MockSettings
+from coorm_bridge.adapters.oar.adapter import OarAdapter
+from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
+from coorm_bridge.adapters.oar.settings import OarSettings
 from coorm_bridge.adapters.registry import AdapterContext
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
+from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
 from coorm_bridge.service.polling import Poller
+from tests.oar.test_oar_settings_checked import Nodes, recorded
+from tests.slurm.test_slurm_settings_checked import Slurm
 
 USER = getpass.getuser()
 
@@ -188,6 +195,45 @@ def test_site_links_must_name_its_clusters_and_join_each_pair_once():
     assert str(caught.value) == (
         "clusters 'b1' and 'a1' are linked by system 0 (mock) and by [[adapter.link]]: give "
         "each pair one link"
+    )
+
+
+def test_a_setting_a_system_shows_wrong_is_named_at_its_place_in_the_site():
+    # What the batch systems find wrong at start names its key as the file writes it.
+    oar = OarAdapter(
+        OarSettings.model_validate({"cluster": [{"name": "beta"}], "host_property": "hots"}),
+        OarCliBackend(Nodes(recorded()), identity="root"),
+    )
+    slurm = SlurmAdapter(
+        SlurmSettings(
+            clusters=[{"name": "a", "partition": "alpha"}, {"name": "d", "partition": "delta"}]
+        ),
+        CliBackend(Slurm()),
+    )
+    mixed = MixedAdapter([BatchSystem(0, "mock", Recorded("a1")), BatchSystem(1, "oar", oar)])
+    with pytest.raises(Misconfigured) as caught:
+        mixed.clusters()
+    assert caught.value.key == "system.1.host_property"
+    assert caught.value.reason.startswith("OAR has no resource property 'hots'; its resource ")
+    mixed = MixedAdapter([BatchSystem(0, "slurm", slurm), BatchSystem(1, "mock", Recorded("x"))])
+    with pytest.raises(Misconfigured) as caught:
+        mixed.clusters()
+    assert caught.value.key == "system.0.cluster.1.partition"
+    assert caught.value.reason.startswith("Slurm has no partition 'delta' (or it has no node)")
+    assert caught.value.cluster == "d"
+
+
+def test_a_setting_a_plugin_refuses_when_built_is_named_at_its_place_too(tmp_path, monkeypatch):
+    def refuse(settings, context):
+        raise Misconfigured("no such thing here", key="cluster.0.thing", cluster="a")
+
+    monkeypatch.setattr(mixed_plugin, "create_adapter", refuse)
+    settings = MixedSettings(systems=(MockSettings(run_jobs=False),))
+    with pytest.raises(Misconfigured) as caught:
+        create(settings, AdapterContext(state_dir=tmp_path))
+    assert (caught.value.key, caught.value.reason) == (
+        "system.0.cluster.0.thing",
+        "no such thing here",
     )
 
 
