@@ -283,8 +283,9 @@ def _deployed(kind: str, runs: int) -> str:
             )  # fmt: skip
             try:
                 _wait_for(folder / "b.sock", daemon)
+                launcher_bin = bin_dir if user is None else _user_bin(folder)
                 for n in range(runs):
-                    run = _one_run(folder / f"run{n}", folder / "b.sock", user, bin_dir)
+                    run = _one_run(folder / f"run{n}", folder / "b.sock", user, launcher_bin)
                     document = json.loads((run / "run.json").read_text())
                     began = [float((run / f"{c}.start").read_text()) for c in ("solver", "coupler")]
                     told.append(document["told"] - document["start"])
@@ -308,6 +309,18 @@ def _wait_for(socket: Path, daemon: subprocess.Popen[bytes]) -> None:
         if daemon.poll() is not None or time.monotonic() > deadline:
             raise RuntimeError("the daemon did not start")
         time.sleep(0.1)
+
+
+def _user_bin(folder: Path) -> Path:
+    """coorm-launch for another user: this interpreter may sit where only root can read (a
+    pyenv under /root), so the package goes into a venv of the system's python3 there."""
+    venv = folder / "user-venv"
+    subprocess.run(["/usr/bin/python3", "-m", "venv", str(venv)], check=True)  # noqa: S603
+    subprocess.run(  # noqa: S603 - our own argument vector
+        [str(venv / "bin" / "pip"), "install", "-q", str(REPO)], check=True,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    return venv / "bin"
 
 
 def _one_run(root: Path, socket: Path, user: str | None, bin_dir: Path) -> Path:

@@ -23,6 +23,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
@@ -220,6 +221,10 @@ class Launch:
             for name in start.allocations:
                 info = infos.get(name, view.clusters[name])
                 deployers[name] = deployer_for(info, self.connect, self.session)
+            with ThreadPoolExecutor(len(deployers)) as pool:  # what prepare asks, at once
+                for name, deployer in deployers.items():
+                    allocation = start.allocations[name]
+                    pool.submit(deployer.warm, allocation.hosts, allocation.reservation)
             directory = prepare(
                 self.app,
                 self.session,

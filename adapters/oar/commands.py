@@ -271,8 +271,18 @@ def nodes() -> tuple[str, ...]:
 
 def host_resources(binding: OarBinding, host: str) -> tuple[str, ...]:
     """``oarnodes -J`` of one host's resources only (their ``network_address`` among them)."""
+    return hosts_resources(binding, (host,))
+
+
+def hosts_resources(binding: OarBinding, hosts: Sequence[str]) -> tuple[str, ...]:
+    """``oarnodes -J`` of these hosts' resources only, in one call."""
     host_property = check_name(binding.host_property, "host property")
-    return ("oarnodes", "-J", "--sql", f"{host_property}='{check_name(host, 'host name')}'")
+    named = ",".join(f"'{check_name(host, 'host name')}'" for host in hosts)
+    if not hosts:
+        raise ValueError("no host to look up")
+    if len(hosts) == 1:
+        return ("oarnodes", "-J", "--sql", f"{host_property}={named}")
+    return ("oarnodes", "-J", "--sql", f"{host_property} IN ({named})")
 
 
 def show_job(job_id: str) -> tuple[str, ...]:

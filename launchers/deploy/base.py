@@ -10,6 +10,7 @@ the caller computed from the start's end, which is a hard limit.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Literal, Protocol
 
@@ -84,6 +85,11 @@ class Deployer(ABC):
     @abstractmethod
     def cancel(self, job: str) -> None:
         """Stop the job (a finished one is no error)."""
+
+    def warm(self, hosts: Sequence[str], reservation: str | None) -> None:  # noqa: B027
+        """Look up, at once, what the start's submission will ask of its hosts and reservation
+        (their addresses, the reservation's id), so that it costs nothing when the jobs go in;
+        by default nothing (most deployers need nothing)."""
 
     def refit(self, job: str, time_limit: int) -> bool:
         """Lower a pending job's time limit to ``time_limit`` seconds, so that it still fits the

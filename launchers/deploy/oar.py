@@ -18,8 +18,11 @@ job.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from coorm_bridge.adapters.base import JobSpec
@@ -82,18 +85,26 @@ class OarDeployer(CommandDeployer):
         )
         super().__init__(cluster, runner or runner_for(front_end), remote=front_end is not None)
         self._addresses: dict[str, str] = {}
+        self._containers: dict[str, str] = {}
         self._lock = threading.Lock()
 
     # -- submitting ---------------------------------------------------------------------------
 
     def container(self, reservation: str) -> str:
-        """The OAR job id of the live container named ``reservation``."""
+        """The OAR job id of the live container named ``reservation`` (asked once: a begun
+        placeholder is not moved)."""
+        with self._lock:
+            known = self._containers.get(reservation)
+        if known is not None:
+            return known
         found = answers.container(self._json(commands.current_jobs()), reservation)
         if found is None:
             raise DeployError(
                 f"{self.cluster}: OAR has no live container named {reservation!r} (the "
                 "placeholder ended, or the bridge deleted it)"
             )
+        with self._lock:
+            self._containers[reservation] = found
         return found
 
     def submit(self, plan: JobPlan, time_limit: int) -> str:
@@ -133,6 +144,32 @@ class OarDeployer(CommandDeployer):
         if self.status(job).finished:
             return
         raise DeployError(f"{self.cluster}: oardel {job}: {said(done)}")
+
+    def warm(self, hosts: Sequence[str], reservation: str | None) -> None:
+        """The container's id and every host's ``network_address``, side by side: each OAR
+        command is a Perl program opening OAR's database, between the start and the jobs'."""
+        with ThreadPoolExecutor(2) as pool:
+            if reservation is not None:
+                pool.submit(self._container_id, reservation)
+            pool.submit(self._addresses_of, hosts)
+
+    def _container_id(self, reservation: str) -> None:
+        with contextlib.suppress(DeployError):  # said again at the submission
+            self.container(reservation)
+
+    def _addresses_of(self, hosts: Sequence[str]) -> None:
+        wanted = [h for h in hosts if h not in self._addresses]
+        if not wanted:
+            return
+        try:
+            data = self._json(commands.hosts_resources(self.binding, wanted))
+        except (DeployError, ValueError):
+            return  # looked up one by one later, as before
+        with self._lock:
+            for host in wanted:
+                found = answers.network_address(data, self.binding.host_property, host)
+                if found:
+                    self._addresses[host] = found
 
     def address(self, host: str) -> str:
         """The host's ``network_address`` (how OAR itself reaches it); its name when OAR does

@@ -287,6 +287,28 @@ def test_the_address_is_the_network_address_oar_reaches_the_host_at():
     assert runner.calls == [("oarnodes", "-J", "--sql", "host='alpha-1'")]  # asked once
 
 
+def test_the_start_s_hosts_are_looked_up_in_one_command_before_the_submission():
+    data = json.loads(recorded("oarnodes_host").stdout)
+    second = {f"{key}0": {**raw, "host": "alpha-2", "network_address": "10.1.0.2"}
+              for key, raw in data.items()}  # fmt: skip
+    oar, _ = deployer()
+    oar.runner = runner = Replay([Completed(0, json.dumps({**data, **second}), "")])
+    oar.warm(["alpha-1", "alpha-2"], None)
+    assert runner.calls == [("oarnodes", "-J", "--sql", "host IN ('alpha-1','alpha-2')")]
+    assert (oar.address("alpha-1"), oar.address("alpha-2")) == ("alpha-1", "10.1.0.2")
+    assert len(runner.calls) == 1  # nothing asked at the submission
+    oar.warm(["alpha-1"], None)
+    assert len(runner.calls) == 1
+
+
+def test_the_container_is_looked_up_before_the_submission_and_once(tmp_path):
+    oar, runner = deployer("oarstat_current", "oarsub_inner")
+    oar._container_id("coorm-rec-alpha")  # what warm does beside the addresses
+    assert runner.calls == [("oarstat", "-J")]
+    assert oar.submit(plan(tmp_path), 600) == "4285"
+    assert [call[0] for call in runner.calls] == ["oarstat", "oarsub"]  # not looked up again
+
+
 def test_an_address_that_differs_from_the_name_is_used():
     data = json.loads(recorded("oarnodes_host").stdout)
     for resource in data.values():
