@@ -1,12 +1,12 @@
-"""OAR's Gantt through its REST API in two read-only queries, as ``oarstat --gantt`` reads it.
+"""OAR's Gantt through its REST API in one read-only query, as ``oarstat --gantt`` reads it.
 
 ``/jobs/details`` costs OAR about ten SQL queries and a database connection per job (13 to
-27 s for a 2,000-job queue, against 0.25 s for ``oarstat -J --gantt``). The API's
-``/select_all`` runs one read-only ``SELECT * FROM ...`` on OAR's database instead: these are
-the two queries behind ``oarstat --gantt`` (``OAR::IO::get_jobs_past_and_current_from_range``
-and ``get_jobs_future_from_range`` of OAR 2.5), one row per job, resource and type, with the
-advance-reservation flag besides (the Gantt lacks it). The queries are constants; only the
-window's two integers are put in.
+27 s for a 2,000-job queue, against 0.16 s for ``oarstat -J --gantt``). The API's
+``/select_all`` runs one read-only ``SELECT * FROM ...`` on OAR's database instead: this one
+joins the two queries behind ``oarstat --gantt`` (``get_jobs_future_from_range`` and
+``get_jobs_past_and_current_from_range`` of OAR 2.5's ``OAR::IO``), one row per job, resource
+and type, ``planned`` telling them apart, with the advance-reservation flag besides (the Gantt
+lacks it). The query is a constant; only the window's two integers are put in.
 """
 
 from __future__ import annotations
@@ -16,25 +16,14 @@ from typing import Any
 
 from coorm_bridge.adapters.oar.parse import JobRecord
 
-#: Jobs that run, or ran, in the window: their assigned resources.
-CURRENT = """FROM (SELECT jobs.job_id, jobs.job_name, jobs.state, jobs.job_user, jobs.command,
-    jobs.queue_name, jobs.reservation, jobs.exit_code,
-    moldable_job_descriptions.moldable_walltime AS walltime, jobs.start_time,
-    resources.network_address, job_types.type
-  FROM (jobs LEFT JOIN job_types ON job_types.job_id = jobs.job_id),
-    assigned_resources, moldable_job_descriptions, resources
-  WHERE (jobs.stop_time >= {begin} OR (jobs.stop_time = '0'
-      AND jobs.state IN ('Running', 'Suspended', 'Resuming')))
-    AND jobs.start_time < {end}
-    AND jobs.assigned_moldable_job = moldable_job_descriptions.moldable_id
-    AND moldable_job_descriptions.moldable_id = assigned_resources.moldable_job_id
-    AND assigned_resources.resource_id = resources.resource_id) AS current_jobs"""
-
-#: Jobs OAR's last scheduler pass placed in the window: its predictions.
-FUTURE = """FROM (SELECT jobs.job_id, jobs.job_name, jobs.state, jobs.job_user, jobs.command,
+#: Jobs OAR's last scheduler pass placed in the window (its predictions, ``planned`` 1), then
+#: jobs that run, or ran, in the window (their assigned resources, ``planned`` 0).
+GANTT = """FROM (
+  SELECT jobs.job_id, jobs.job_name, jobs.state, jobs.job_user, jobs.command,
     jobs.queue_name, jobs.reservation, jobs.exit_code,
     moldable_job_descriptions.moldable_walltime AS walltime,
-    gantt_jobs_predictions_visu.start_time, resources.network_address, job_types.type
+    gantt_jobs_predictions_visu.start_time, resources.network_address, job_types.type,
+    1 AS planned
   FROM (jobs LEFT JOIN job_types ON job_types.job_id = jobs.job_id),
     moldable_job_descriptions, gantt_jobs_predictions_visu, gantt_jobs_resources_visu, resources
   WHERE gantt_jobs_predictions_visu.moldable_job_id = gantt_jobs_resources_visu.moldable_job_id
@@ -43,33 +32,47 @@ FUTURE = """FROM (SELECT jobs.job_id, jobs.job_name, jobs.state, jobs.job_user, 
     AND gantt_jobs_resources_visu.resource_id = resources.resource_id
     AND gantt_jobs_predictions_visu.start_time < {end}
     AND gantt_jobs_predictions_visu.start_time + moldable_job_descriptions.moldable_walltime
-      >= {begin}) AS future_jobs"""
+      >= {begin}
+  UNION ALL
+  SELECT jobs.job_id, jobs.job_name, jobs.state, jobs.job_user, jobs.command,
+    jobs.queue_name, jobs.reservation, jobs.exit_code,
+    moldable_job_descriptions.moldable_walltime AS walltime, jobs.start_time,
+    resources.network_address, job_types.type,
+    0 AS planned
+  FROM (jobs LEFT JOIN job_types ON job_types.job_id = jobs.job_id),
+    assigned_resources, moldable_job_descriptions, resources
+  WHERE (jobs.stop_time >= {begin} OR (jobs.stop_time = '0'
+      AND jobs.state IN ('Running', 'Suspended', 'Resuming')))
+    AND jobs.start_time < {end}
+    AND jobs.assigned_moldable_job = moldable_job_descriptions.moldable_id
+    AND moldable_job_descriptions.moldable_id = assigned_resources.moldable_job_id
+    AND assigned_resources.resource_id = resources.resource_id
+  ORDER BY planned DESC, job_id
+) AS gantt"""
+#: Rows a page of the query's answer holds (one row per job, resource and type: a 2,000-job
+#: queue of which OAR placed 92 makes about 400).
+PAGE = 10_000
 
 
-def queries(begin: int, end: int) -> tuple[str, str]:
-    """The future and the current jobs' queries over ``[begin, end)`` (Unix seconds)."""
+def query(begin: int, end: int) -> str:
+    """The Gantt's query over ``[begin, end)`` (Unix seconds)."""
     if isinstance(begin, bool) or isinstance(end, bool) or not 0 <= begin <= end:
         raise ValueError(f"invalid Gantt window [{begin}, {end})")
-    window = {"begin": int(begin), "end": int(end)}
-    return FUTURE.format(**window), CURRENT.format(**window)
+    return GANTT.format(begin=int(begin), end=int(end))
 
 
-def records(future: Iterable[Mapping[str, Any]], current: Iterable[Mapping[str, Any]]) -> list[
-    JobRecord
-]:
+def records(rows: Iterable[Mapping[str, Any]]) -> list[JobRecord]:
     """Each job once, from its rows: OAR's prediction where it has one (as ``oarstat --gantt``,
     a job planned and running is taken from the Gantt), else its assignment."""
-    jobs: dict[str, _Rows] = {}
-    for rows, planned in ((future, True), (current, False)):
-        seen: set[str] = set()
-        for row in rows:
-            job_id = str(row.get("job_id", ""))
-            if not job_id.isdigit():
-                raise ValueError(f"an OAR job without an id: {str(row)[:200]}")
-            if not planned and job_id in jobs and job_id not in seen:
-                continue  # planned already
-            seen.add(job_id)
-            jobs.setdefault(job_id, _Rows(row)).add(row)
+    planned: dict[str, _Rows] = {}
+    current: dict[str, _Rows] = {}
+    for row in rows:
+        job_id = str(row.get("job_id", ""))
+        if not job_id.isdigit():
+            raise ValueError(f"an OAR job without an id: {str(row)[:200]}")
+        book = planned if str(row.get("planned")) == "1" else current
+        book.setdefault(job_id, _Rows(row)).add(row)
+    jobs = {**current, **planned}
     return [rows.record(job_id) for job_id, rows in sorted(jobs.items(), key=lambda j: int(j[0]))]
 
 

@@ -1,7 +1,7 @@
 """The REST back-end: OAR 2.5's API (``/oarapi``), with requests.
 
-Reads are ``/resources/details`` and the Gantt: ``oarstat --gantt``'s two queries through the
-API's read-only ``/select_all`` (:mod:`.gantt_sql`), or, where a site refuses those,
+Reads are ``/resources/details`` and the Gantt: ``oarstat --gantt``'s queries through the API's
+read-only ``/select_all`` (:mod:`.gantt_sql`), or, where a site refuses those,
 ``/jobs/details`` over the Gantt's window (about ten SQL queries per job: 25 ms a job), page by
 page. Writes
 are ``POST /jobs`` and ``DELETE /jobs/{id}``; OAR's API runs ``oarsub``/``oardel`` itself and
@@ -134,15 +134,18 @@ class OarRestBackend(OarBackend):
             return BatchFailure("no_such_job", f"HTTP 404: {said}")
         return commands.refusal(response.status_code, said, self.settings.timezone)
 
-    def _pages(self, path: str, **params: str | int) -> Iterator[dict[str, Any]]:
-        """Every item of a paginated collection."""
+    def _pages(
+        self, path: str, size: int | None = None, **params: str | int
+    ) -> Iterator[dict[str, Any]]:
+        """Every item of a paginated collection, ``size`` items a call (default: the
+        settings' page)."""
         offset = 0
         for _ in range(MAX_PAGES):
             response = self._call(
                 "GET",
                 path,
                 user=self.reader,
-                params={**params, "limit": self.settings.page, "offset": offset},
+                params={**params, "limit": size or self.settings.page, "offset": offset},
             )
             if response.status_code != 200:
                 raise self._failure(response)
@@ -169,9 +172,9 @@ class OarRestBackend(OarBackend):
         begin, end = max(0, now - 1), now + self.horizon
         if self.sql:
             try:
-                future, current = gantt_sql.queries(begin, end)
-                rows = [list(self._pages("select_all.json", query=q)) for q in (future, current)]
-                return resources, gantt_sql.records(*rows)
+                query = gantt_sql.query(begin, end)
+                rows = self._pages("select_all.json", gantt_sql.PAGE, query=query)
+                return resources, gantt_sql.records(rows)
             except BatchFailure as failure:
                 if failure.kind == "unreachable":
                     raise

@@ -177,7 +177,7 @@ def record_jobs(rec: Recorder) -> None:
 
 def record_sql(rec: Recorder) -> None:
     """One server read three ways at one moment (``sql_*``): ``oarstat -J --gantt``, the REST
-    API's ``/select_all`` with the bridge's two Gantt queries (adapters/oar/gantt_sql.py), and
+    API's ``/select_all`` with the bridge's Gantt query (adapters/oar/gantt_sql.py), and
     ``/jobs/details`` over the same window; ``sql_window.json`` says which."""
     oar = rec.oar
     alice, bob = oar.users[0], oar.users[1]
@@ -204,14 +204,13 @@ def record_sql(rec: Recorder) -> None:
     oar.wait_prediction(waiting)
     begin = int(time.time()) - 1
     end = begin + 6 * 3600
-    future, current = gantt_sql.queries(begin, end)
     start = datetime.fromtimestamp(begin)
     rec.write("sql_window.json", {"begin": begin, "end": end})
     rec.write("sql_oarstat_J_gantt.json", oar.gantt(start, datetime.fromtimestamp(end)))
     rec.write("sql_resources_details.json", oar.api("resources/details.json?limit=500")[1])
-    for name, query in (("future", future), ("current", current)):
-        path = f"select_all.json?limit=500&query={urllib.parse.quote(query)}"
-        rec.write(f"sql_select_all_{name}.json", oar.api(path, user="oar")[1])
+    query = urllib.parse.quote(gantt_sql.query(begin, end))
+    path = f"select_all.json?limit={gantt_sql.PAGE}&query={query}"
+    rec.write("sql_select_all.json", oar.api(path, user="oar")[1])
     window = f"jobs/details.json?limit=500&from={begin}&to={end}"
     rec.write("sql_jobs_details.json", oar.api(window, user="oar")[1])
 

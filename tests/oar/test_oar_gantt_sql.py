@@ -29,14 +29,13 @@ def mocked() -> Any:
 
 def serve(rsps: responses.RequestsMock, *, sql: bool = True) -> None:
     rsps.get(f"{URL}/resources/details.json", json=load("sql_resources_details.json"))
-    future, current = gantt_sql.queries(WINDOW["begin"], WINDOW["end"])
+    query = gantt_sql.query(WINDOW["begin"], WINDOW["end"])
     if sql:
-        for name, query in (("future", future), ("current", current)):
-            rsps.get(
-                f"{URL}/select_all.json",
-                json=load(f"sql_select_all_{name}.json"),
-                match=[matchers.query_param_matcher({"query": query}, strict_match=False)],
-            )
+        rsps.get(
+            f"{URL}/select_all.json",
+            json=load("sql_select_all.json"),
+            match=[matchers.query_param_matcher({"query": query}, strict_match=False)],
+        )
     else:
         rsps.get(f"{URL}/select_all.json", status=500, json={"code": 500, "message": "SQL error"})
     rsps.get(
@@ -61,14 +60,14 @@ def by_gantt(binding: Any) -> Any:
 
 
 @pytest.mark.parametrize("binding", [ALPHA, BETA], ids=["alpha", "beta"])
-def test_two_queries_read_what_oarstat_gantt_reads(mocked, binding) -> None:
+def test_one_query_reads_what_oarstat_gantt_reads(mocked, binding) -> None:
     serve(mocked)
     rest = backend()
     resources, jobs = rest.whole(binding, NOW)
     assert parse.cluster_read(binding, resources, jobs, NOW) == by_gantt(binding)
     assert rest.sql
     paths = [c.request.path_url.split("?")[0] for c in mocked.calls]
-    assert paths == ["/oarapi/resources/details.json", *["/oarapi/select_all.json"] * 2]
+    assert paths == ["/oarapi/resources/details.json", "/oarapi/select_all.json"]
 
 
 @pytest.mark.parametrize("binding", [ALPHA, BETA], ids=["alpha", "beta"])
@@ -94,10 +93,22 @@ def test_the_recording_holds_every_kind_of_job() -> None:
 
 def test_the_window_is_whole_seconds_in_order() -> None:
     with pytest.raises(ValueError, match="invalid Gantt window"):
-        gantt_sql.queries(10, 5)
+        gantt_sql.query(10, 5)
     with pytest.raises(ValueError, match="invalid Gantt window"):
-        gantt_sql.queries(True, 5)  # type: ignore[arg-type]
-    future, current = gantt_sql.queries(100, 200)
-    for query in (future, current):
-        assert "< 200" in query
-        assert ">= 100" in query
+        gantt_sql.query(True, 5)  # type: ignore[arg-type]
+    query = gantt_sql.query(100, 200)
+    assert query.count("< 200") == 2
+    assert query.count(">= 100") == 2
+
+
+def test_a_planned_job_is_read_from_the_gantt_not_from_its_assignment() -> None:
+    """As oarstat --gantt: a running job that OAR also placed in its Gantt is its Gantt row."""
+    row = {"job_id": 7, "job_name": "j", "state": "Running", "job_user": "u", "command": "",
+           "queue_name": "default", "reservation": "None", "exit_code": None, "walltime": 600,
+           "network_address": "alpha-1", "type": "noop"}  # fmt: skip
+    (job,) = gantt_sql.records([
+        {**row, "start_time": 1000, "planned": 1},
+        {**row, "start_time": 990, "network_address": "alpha-2", "planned": 0},
+        {**row, "start_time": 1000, "network_address": "alpha-3", "planned": 1},
+    ])  # fmt: skip
+    assert (job.start, job.addresses, job.types) == (1000, ("alpha-1", "alpha-3"), ("noop",))
