@@ -5,8 +5,8 @@ OAR) and the typed errors the bridge reacts to; :mod:`.registry` finds adapters 
 installed plug-ins; :mod:`.batch` is the generic part of every batch-system adapter.
 """
 
-from coorm_bridge.adapters.base import (
-    Adapter,
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.batch import (
     AdapterError,
     ClusterSnapshot,
     Job,

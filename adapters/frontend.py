@@ -22,7 +22,7 @@ from pydantic import Field
 from coorm_bridge.core.model import Frozen
 
 if TYPE_CHECKING:  # base imports this module for Adapter.front_end
-    from coorm_bridge.adapters.base import JobSpec
+    from coorm_bridge.core.batch import JobSpec
 
 
 class ProcessSpec(Frozen):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Collection, Iterator
 
-from coorm_bridge.adapters.base import ClusterSnapshot, JobState, NodeState
+from coorm_bridge.core.batch import ClusterSnapshot, JobState, NodeState
 
 
 def foreign_load(

@@ -23,7 +23,8 @@ from pydantic import ValidationError
 from pydantic_core import ErrorDetails, InitErrorDetails, PydanticCustomError
 from pydantic_core.core_schema import ErrorType
 
-from coorm_bridge.adapters.base import Adapter, AdapterError
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.model import Frozen
 
 GROUP = "coorm_bridge.adapters"

@@ -35,10 +35,10 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from coorm_bridge.adapters.base import JobState, ReservationSpec
 from coorm_bridge.adapters.oar.adapter import OarAdapter
 from coorm_bridge.adapters.oar.plugin import make_oar_adapter
 from coorm_bridge.adapters.oar.settings import OarSettings
+from coorm_bridge.core.batch import JobState, ReservationSpec
 
 SCRIPT = Path(__file__).resolve().parent.parent / "tests" / "oar" / "oar-local.sh"
 PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/sbin", "/sbin"])

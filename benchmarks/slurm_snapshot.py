@@ -41,7 +41,6 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 
-from coorm_bridge.adapters.base import JobState
 from coorm_bridge.adapters.batch.runner import LocalRunner
 from coorm_bridge.adapters.slurm import commands
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
@@ -49,6 +48,7 @@ from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.parse import parse_squeue
 from coorm_bridge.adapters.slurm.parse_text import jobs_in, parse_squeue_text
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import JobState
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.service.bridge import Bridge

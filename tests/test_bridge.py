@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import pytest
 
-from coorm_bridge.adapters.base import AdapterError, JobSpec, NodeState, ReservationSpec
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.core.batch import AdapterError, JobSpec, NodeState, ReservationSpec
 from coorm_bridge.core.model import Filter, Link
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState

@@ -2,7 +2,10 @@
 
 import pytest
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.adapters.mock.clock import VirtualClock
+from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,
     JobState,
@@ -11,9 +14,6 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.placement.coallocation import CoAllocationFailed, hold, placeholder_name, release
 
 T0 = 5_000_000

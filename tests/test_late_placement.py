@@ -9,10 +9,10 @@ as a call that waited a second for a busy machine would find it.
 
 from __future__ import annotations
 
-from coorm_bridge.adapters.base import ReservationHandle, ReservationSpec
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.core.batch import ReservationHandle, ReservationSpec
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState

@@ -14,7 +14,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.adapters.mock.clock import VirtualClock
+from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.core.batch import (
     JobSpec,
     JobState,
     NodeState,
@@ -22,9 +25,6 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.core.model import MAX_DURATION, Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState

@@ -7,7 +7,6 @@ from importlib.metadata import EntryPoint
 import pytest
 
 from coorm_bridge.adapters import registry
-from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.plugin import MockSettings
 from coorm_bridge.adapters.registry import (
@@ -19,6 +18,7 @@ from coorm_bridge.adapters.registry import (
     installed,
 )
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
+from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.service.config import Config
 
 

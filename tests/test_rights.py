@@ -12,11 +12,11 @@ import logging
 
 from prometheus_client.core import Metric
 
-from coorm_bridge.adapters.base import LacksRights, ReservationHandle, ReservationSpec
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.cli import status
+from coorm_bridge.core.batch import LacksRights, ReservationHandle, ReservationSpec
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState

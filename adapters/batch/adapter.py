@@ -17,8 +17,12 @@ from collections.abc import Callable, Hashable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import ClassVar, Generic
 
-from coorm_bridge.adapters.base import (
-    Adapter,
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.adapters.batch.backend import B, Backend, BatchFailure
+from coorm_bridge.adapters.batch.estimate import estimate_starts
+from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_start
+from coorm_bridge.adapters.batch.settings import BatchSettings
+from coorm_bridge.core.batch import (
     AdapterError,
     ClusterSnapshot,
     JobSpec,
@@ -33,10 +37,6 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.adapters.batch.backend import B, Backend, BatchFailure
-from coorm_bridge.adapters.batch.estimate import estimate_starts
-from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_start
-from coorm_bridge.adapters.batch.settings import BatchSettings
 from coorm_bridge.core.model import ClusterInfo, Interconnect
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeAlias, TypeVar
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.core.batch import (
     AdapterError,
     Job,
     JobSpec,

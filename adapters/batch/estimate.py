@@ -13,8 +13,8 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections import deque
 
-from coorm_bridge.adapters.base import ClusterSnapshot, Job, JobState
 from coorm_bridge.adapters.load import foreign_load
+from coorm_bridge.core.batch import ClusterSnapshot, Job, JobState
 from coorm_bridge.core.model import MAX_TIME
 from coorm_bridge.core.profile import Profile
 

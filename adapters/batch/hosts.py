@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation, ReservationSpec
+from coorm_bridge.core.batch import Job, JobState, Node, NodeState, Reservation, ReservationSpec
 
 
 def choose_hosts(

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import paramiko
 
-from coorm_bridge.adapters.base import AdapterError, Unavailable
 from coorm_bridge.adapters.batch.settings import SshSettings
+from coorm_bridge.core.batch import AdapterError, Unavailable
 
 
 @dataclass(frozen=True, slots=True)

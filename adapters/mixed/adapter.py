@@ -33,8 +33,10 @@ from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from coorm_bridge.adapters.base import (
-    Adapter,
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.adapters.frontend import FrontEnd
+from coorm_bridge.adapters.mixed.frontend import ConfinedFrontEnd
+from coorm_bridge.core.batch import (
     AdapterError,
     ClusterSnapshot,
     JobSpec,
@@ -45,8 +47,6 @@ from coorm_bridge.adapters.base import (
     ReservationHandle,
     ReservationSpec,
 )
-from coorm_bridge.adapters.frontend import FrontEnd
-from coorm_bridge.adapters.mixed.frontend import ConfinedFrontEnd
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
 
 #: Seconds a system's time may be off the host's: a simulated wall clock starts at a whole

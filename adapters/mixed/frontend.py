@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coorm_bridge.adapters.base import AdapterError, JobSpec
 from coorm_bridge.adapters.frontend import FrontEnd, Launched, Outcome, ProcessSpec
+from coorm_bridge.core.batch import AdapterError, JobSpec
 
 
 class ConfinedFrontEnd(FrontEnd):

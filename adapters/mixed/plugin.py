@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import replace
 
-from coorm_bridge.adapters.base import AdapterError, Misconfigured
 from coorm_bridge.adapters.mixed.adapter import BatchSystem, MixedAdapter, close_all, system_label
 from coorm_bridge.adapters.mixed.settings import MixedSettings
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin, create_adapter
+from coorm_bridge.core.batch import AdapterError, Misconfigured
 
 #: The systems' state folders, in the daemon's.
 SYSTEMS_FOLDER = "systems"

@@ -20,7 +20,6 @@ import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from coorm_bridge.adapters.base import JobState
 from coorm_bridge.adapters.mock.compression import Compression
 from coorm_bridge.adapters.mock.planning import HostPlan, Region, lowest_bits
 from coorm_bridge.adapters.mock.scheduler_types import (
@@ -30,6 +29,7 @@ from coorm_bridge.adapters.mock.scheduler_types import (
     _Job,
     _Reservation,
 )
+from coorm_bridge.core.batch import JobState
 
 
 class BackfillingMixin:

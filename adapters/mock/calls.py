@@ -13,7 +13,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, JsonValue, TypeAdapter
 
-from coorm_bridge.adapters.base import JobSpec, JobState, NodeState, ReservationSpec
+from coorm_bridge.core.batch import JobSpec, JobState, NodeState, ReservationSpec
 from coorm_bridge.core.model import Frozen, Link, Name
 
 

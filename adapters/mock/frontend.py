@@ -28,9 +28,9 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState
 from coorm_bridge.adapters.frontend import FrontEnd, Launched, Outcome, ProcessSpec
 from coorm_bridge.adapters.mock.simulation import RUNTIME_KEY
+from coorm_bridge.core.batch import AdapterError, JobSpec, JobState
 from coorm_bridge.core.model import MAX_DURATION
 
 #: Seconds between a stop's SIGTERM and its SIGKILL.

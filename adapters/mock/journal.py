@@ -32,9 +32,9 @@ from typing import Annotated, Final, Self
 
 from pydantic import Field, ValidationError
 
-from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.mock.calls import CALL, Call
 from coorm_bridge.adapters.mock.limits import MAX_TIME, SPEEDUP_LIMIT, TIME_LIMIT
+from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.model import Frozen, describe
 
 #: The journal's name in the daemon's state folder.

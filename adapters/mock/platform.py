@@ -16,7 +16,6 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 
-from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.mock.limits import (
     DURATION_LIMIT,
     MAX_COUNT,
@@ -26,6 +25,7 @@ from coorm_bridge.adapters.mock.limits import (
     at_most,
 )
 from coorm_bridge.adapters.mock.scheduler import SchedulingPolicy
+from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.model import ClusterInfo, Frozen, Link, Name, Submission, describe
 
 DEFAULT_PLATFORM = "default_platform.toml"

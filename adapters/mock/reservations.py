@@ -18,14 +18,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from coorm_bridge.adapters.base import (
-    JobState,
-    Node,
-    NodeState,
-    Refused,
-    ReservationHandle,
-    ReservationSpec,
-)
 from coorm_bridge.adapters.mock.planning import FOREVER, HostPlan, lowest_bits
 from coorm_bridge.adapters.mock.scheduler_types import (
     _NODE,
@@ -33,6 +25,14 @@ from coorm_bridge.adapters.mock.scheduler_types import (
     _RESERVATION_START,
     _Job,
     _Reservation,
+)
+from coorm_bridge.core.batch import (
+    JobState,
+    Node,
+    NodeState,
+    Refused,
+    ReservationHandle,
+    ReservationSpec,
 )
 
 #: Seconds in the past a new reservation may start, as Slurm 22.05 allows (MAX_RESV_DELAY in

@@ -28,15 +28,6 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from coorm_bridge.adapters.base import (
-    ClusterSnapshot,
-    Job,
-    JobState,
-    Node,
-    NodeState,
-    Refused,
-    Reservation,
-)
 from coorm_bridge.adapters.mock.backfilling import BackfillingMixin
 from coorm_bridge.adapters.mock.planning import HostPlan, Region, bit_indices
 from coorm_bridge.adapters.mock.reservations import ReservationsMixin
@@ -53,6 +44,15 @@ from coorm_bridge.adapters.mock.scheduler_types import (
     _Event,
     _Job,
     _Reservation,
+)
+from coorm_bridge.core.batch import (
+    ClusterSnapshot,
+    Job,
+    JobState,
+    Node,
+    NodeState,
+    Refused,
+    Reservation,
 )
 from coorm_bridge.core.model import NAME_PATTERN
 

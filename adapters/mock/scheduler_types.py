@@ -15,7 +15,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from coorm_bridge.adapters.base import JobState, ReservationSpec
+from coorm_bridge.core.batch import JobState, ReservationSpec
 from coorm_bridge.core.model import Duration, Frozen, Name
 
 

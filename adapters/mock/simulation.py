@@ -14,7 +14,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import assert_never
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.adapters.mock import calls
+from coorm_bridge.adapters.mock.limits import MAX_DURATION, MAX_TIME, MAX_TIME_TEXT
+from coorm_bridge.adapters.mock.loads import load_jobs
+from coorm_bridge.adapters.mock.platform import PlatformSpec
+from coorm_bridge.adapters.mock.scheduler import LocalJobSpec, LocalScheduler
+from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,
     NotPermitted,
@@ -22,11 +27,6 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.adapters.mock import calls
-from coorm_bridge.adapters.mock.limits import MAX_DURATION, MAX_TIME, MAX_TIME_TEXT
-from coorm_bridge.adapters.mock.loads import load_jobs
-from coorm_bridge.adapters.mock.platform import PlatformSpec
-from coorm_bridge.adapters.mock.scheduler import LocalJobSpec, LocalScheduler
 from coorm_bridge.core.model import ClusterInfo
 
 #: JobSpec environment key giving a mock job's simulated run time in seconds (default: walltime).

@@ -14,12 +14,12 @@ from abc import abstractmethod
 from collections.abc import Callable, Hashable, Mapping, Sequence
 from typing import Any
 
-from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware, Read, ReadFailure
 from coorm_bridge.adapters.oar import commands, parse
 from coorm_bridge.adapters.oar import hardware as oar_hardware
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.moves import Mover
+from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 
 log = logging.getLogger(__name__)
 

@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.oar import commands, parse
 from coorm_bridge.adapters.oar.backend import OarBackend
 from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.core.batch import JobSpec, ReservationSpec
 
 
 class OarCliBackend(OarBackend):

@@ -19,10 +19,10 @@ from datetime import UTC, datetime
 from typing import Final
 from zoneinfo import ZoneInfo
 
-from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure, ErrorKind
 from coorm_bridge.adapters.batch.names import check_name, check_user
 from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.core.batch import JobSpec, ReservationSpec
 from coorm_bridge.core.model import ENV_NAME_PATTERN
 
 #: The environment every command runs with (see the module's docstring).

@@ -24,13 +24,13 @@ import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Protocol
 
-from coorm_bridge.adapters.base import ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure
 from coorm_bridge.adapters.oar import parse
 from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.core.batch import ReservationSpec
 
 if TYPE_CHECKING:
-    from coorm_bridge.adapters.base import Reservation
+    from coorm_bridge.core.batch import Reservation
 
 log = logging.getLogger(__name__)
 

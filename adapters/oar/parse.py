@@ -17,9 +17,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.adapters.batch.backend import Hardware, Read
 from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.core.batch import Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.core.model import NAME_PATTERN
 
 #: OAR's job states, as the adapter interface's (Hold: it will not run until released).

@@ -23,13 +23,13 @@ from typing import Any
 
 import requests
 
-from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure
 from coorm_bridge.adapters.batch.names import check_name
 from coorm_bridge.adapters.oar import commands, gantt_sql, parse
 from coorm_bridge.adapters.oar.backend import OarBackend
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.settings import OarRest
+from coorm_bridge.core.batch import JobSpec, ReservationSpec
 
 log = logging.getLogger(__name__)
 

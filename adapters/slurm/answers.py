@@ -11,9 +11,9 @@ from __future__ import annotations
 import re
 from typing import Final, NamedTuple
 
-from coorm_bridge.adapters.base import JobState
 from coorm_bridge.adapters.batch.backend import ErrorKind
 from coorm_bridge.adapters.slurm.parse import job_state_of, parse_time, record_fields
+from coorm_bridge.core.batch import JobState
 
 #: Slurm 22.05's messages (libslurm's error strings and scontrol's own), first match wins.
 _ERROR_TEXTS: Final[tuple[tuple[str, ErrorKind], ...]] = (

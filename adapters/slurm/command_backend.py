@@ -16,12 +16,12 @@ from __future__ import annotations
 import json
 from collections.abc import Hashable, Sequence
 
-from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware, Read, ReadFailure
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm import answers, commands, parse, parse_text, rights
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of, misaddressed
+from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 
 
 class CliBackend(Backend[SlurmBinding]):

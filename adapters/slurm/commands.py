@@ -27,9 +27,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.names import check_name, check_user
 from coorm_bridge.adapters.slurm import parse_text
+from coorm_bridge.core.batch import JobSpec, ReservationSpec
 from coorm_bridge.core.model import ENV_NAME_PATTERN
 
 #: The environment every command must run with (see the module's docstring).

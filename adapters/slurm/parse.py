@@ -34,7 +34,7 @@ import hostlist  # type: ignore[import-untyped]
 from pydantic import TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
-from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
+from coorm_bridge.core.batch import Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.core.model import MAX_DURATION, NAME_PATTERN, USER_NAME_PATTERN, describe
 
 #: The walltime of a job without limit (time_limit null, 0, INFINITE or unset): one year, the

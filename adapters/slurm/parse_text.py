@@ -24,7 +24,6 @@ import datetime
 from collections.abc import Iterable, Iterator
 from typing import Final, NamedTuple
 
-from coorm_bridge.adapters.base import Job, JobState, Node
 from coorm_bridge.adapters.slurm.parse import (
     expand_hosts,
     job_state_of,
@@ -32,6 +31,7 @@ from coorm_bridge.adapters.slurm.parse import (
     safe_name,
     walltime_of,
 )
+from coorm_bridge.core.batch import Job, JobState, Node
 from coorm_bridge.core.model import NAME_PATTERN
 
 #: Between fields: no Slurm name, state, time or host list holds it.

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.batch.backend import Backend
 from coorm_bridge.adapters.batch.runner import make_runner
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin
@@ -12,6 +11,7 @@ from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.pyslurm_backend import PyslurmBackend
 from coorm_bridge.adapters.slurm.rest_backend import RestBackend
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
+from coorm_bridge.core.batch import AdapterError
 
 
 def make_backend(settings: SlurmSettings) -> Backend[SlurmBinding]:

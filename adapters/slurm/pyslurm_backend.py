@@ -21,14 +21,14 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from coorm_bridge.adapters.base import AdapterError, Job, JobSpec, JobState, Node, Reservation
-from coorm_bridge.adapters.base import ReservationSpec as Spec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
 from coorm_bridge.adapters.slurm import answers, parse
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.hardware import hardware_of
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
+from coorm_bridge.core.batch import AdapterError, Job, JobSpec, JobState, Node, Reservation
+from coorm_bridge.core.batch import ReservationSpec as Spec
 
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 

@@ -36,12 +36,12 @@ from urllib.parse import quote, urlsplit
 import requests
 from requests_unixsocket.adapters import UnixAdapter
 
-from coorm_bridge.adapters.base import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, ErrorKind, Hardware
 from coorm_bridge.adapters.slurm import answers, parse
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.hardware import hardware_of
 from coorm_bridge.adapters.slurm.settings import RestSettings
+from coorm_bridge.core.batch import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
 
 T = TypeVar("T")
 

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coorm_bridge import __version__
-from coorm_bridge.adapters.base import AdapterError
+from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.http.app import Notifier, create_app
 from coorm_bridge.http.server import ServerError, serve
 from coorm_bridge.http.signals import StopSignals

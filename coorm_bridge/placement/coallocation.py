@@ -14,8 +14,8 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from coorm_bridge.adapters.base import (
-    Adapter,
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.batch import (
     AdapterError,
     LacksRights,
     NotPermitted,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Collection
 
-from coorm_bridge.adapters.base import ClusterSnapshot
 from coorm_bridge.adapters.load import foreign_load
+from coorm_bridge.core.batch import ClusterSnapshot
 from coorm_bridge.core.profile import Profile
 
 

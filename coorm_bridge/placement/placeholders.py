@@ -14,8 +14,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Mapping
 
-from coorm_bridge.adapters.base import (
-    Adapter,
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.batch import (
     AdapterError,
     Refused,
     ReservationHandle,

@@ -16,7 +16,7 @@ import logging
 from collections import Counter
 from collections.abc import Callable, Mapping
 
-from coorm_bridge.adapters.base import AdapterError, LacksRights, Reservation, ReservationSpec
+from coorm_bridge.core.batch import AdapterError, LacksRights, Reservation, ReservationSpec
 from coorm_bridge.core.states import HOLDING
 from coorm_bridge.placement.placeholders import HELD, RELEASING, REQUESTED, Placeholders
 from coorm_bridge.store import PlaceholderRow

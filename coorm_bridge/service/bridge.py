@@ -17,7 +17,8 @@ from collections.abc import Callable, Iterable, Mapping
 
 from pydantic import ValidationError
 
-from coorm_bridge.adapters.base import Adapter, AdapterError
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.messages import CAP, Change, Event, View
 from coorm_bridge.core.model import Filter, Request, describe
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState

@@ -23,14 +23,9 @@ import threading
 import time
 from typing import Any, Final
 
-from coorm_bridge.adapters.base import (
-    Adapter,
-    AdapterError,
-    JobSpec,
-    JobState,
-    Unavailable,
-)
+from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.frontend import FrontEnd, Launched, Outcome, ProcessSpec
+from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Unavailable
 from coorm_bridge.core.states import AppState
 from coorm_bridge.store import JobRow, Store
 

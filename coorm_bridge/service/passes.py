@@ -17,7 +17,8 @@ from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import Final
 
-from coorm_bridge.adapters.base import Adapter, NodeState
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.batch import NodeState
 from coorm_bridge.core.messages import Change, availability_changes
 from coorm_bridge.core.policy import Application, Plan, Policy
 from coorm_bridge.core.profile import Profile

@@ -13,7 +13,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
-from coorm_bridge.adapters.base import Adapter, AdapterError, ClusterSnapshot, Job, JobState
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.batch import AdapterError, ClusterSnapshot, Job, JobState
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.placement.occupancy import free_profile
 

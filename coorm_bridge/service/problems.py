@@ -14,7 +14,8 @@ import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from coorm_bridge.adapters.base import Adapter, AdapterError, LacksRights
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.core.batch import AdapterError, LacksRights
 from coorm_bridge.protocol import Problem, ProblemKind
 
 log = logging.getLogger(__name__)

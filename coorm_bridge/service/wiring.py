@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from coorm_bridge.adapters.base import Adapter, Misconfigured
+from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.registry import AdapterContext, create_adapter
+from coorm_bridge.core.batch import Misconfigured
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, ConfigError
 from coorm_bridge.service.loop import Loop

@@ -18,8 +18,8 @@ from typing import ClassVar
 
 from pydantic import ValidationError
 
-from coorm_bridge.adapters.base import AdapterError, JobSpec, Unavailable
 from coorm_bridge.adapters.batch.runner import Completed, LocalRunner, Runner, SshRunner, SshTarget
+from coorm_bridge.core.batch import AdapterError, JobSpec, Unavailable
 from coorm_bridge.core.model import describe
 from coorm_bridge.launchers.deploy.base import Deployer, DeployError
 from coorm_bridge.launchers.rundir import JobPlan

@@ -25,10 +25,10 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from coorm_bridge.adapters.base import JobSpec
 from coorm_bridge.adapters.batch.runner import Runner
 from coorm_bridge.adapters.oar import answers, commands
 from coorm_bridge.adapters.oar.binding import CLUSTER_PROPERTY, HOST_PROPERTY, OarBinding
+from coorm_bridge.core.batch import JobSpec
 from coorm_bridge.launchers.deploy.base import (
     DeployError,
     JobStatus,

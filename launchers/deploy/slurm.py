@@ -13,10 +13,10 @@ with the launcher (a home directory, say): the launcher checks that the front-en
 
 from __future__ import annotations
 
-from coorm_bridge.adapters.base import JobSpec
 from coorm_bridge.adapters.batch.runner import Runner
 from coorm_bridge.adapters.slurm import answers, commands
 from coorm_bridge.adapters.slurm.commands import Target
+from coorm_bridge.core.batch import JobSpec
 from coorm_bridge.launchers.deploy.base import (
     DeployError,
     JobStatus,

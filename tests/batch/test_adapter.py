@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.adapters.batch.adapter import BatchAdapter
+from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Binding, Hardware
+from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
+from coorm_bridge.core.batch import (
     AdapterError,
     Job,
     JobSpec,
@@ -17,9 +20,6 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.adapters.batch.adapter import BatchAdapter
-from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Binding, Hardware
-from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
 from coorm_bridge.core.model import Submission
 
 NOW = 1_000_000

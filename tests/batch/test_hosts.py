@@ -6,7 +6,11 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.adapters.batch.adapter import BatchAdapter
+from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Binding, Hardware
+from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_start
+from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
+from coorm_bridge.core.batch import (
     Job,
     JobState,
     Node,
@@ -15,10 +19,6 @@ from coorm_bridge.adapters.base import (
     Reservation,
     ReservationSpec,
 )
-from coorm_bridge.adapters.batch.adapter import BatchAdapter
-from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Binding, Hardware
-from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_start
-from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
 
 NOW = 1_000_000
 END = NOW + 300  # when the running job's time limit ends

@@ -3,10 +3,10 @@ cluster it belongs to."""
 
 from __future__ import annotations
 
-from coorm_bridge.adapters.base import Node
 from coorm_bridge.adapters.batch.adapter import BatchAdapter
 from coorm_bridge.adapters.batch.backend import BatchFailure, Binding
 from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
+from coorm_bridge.core.batch import Node
 from coorm_bridge.service.polling import Poller
 from tests.batch.test_adapter import NOW, Memory
 

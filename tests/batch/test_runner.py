@@ -6,8 +6,8 @@ import time
 
 import pytest
 
-from coorm_bridge.adapters.base import Unavailable
 from coorm_bridge.adapters.batch.runner import SAID_MAX, LocalRunner, said_so_far
+from coorm_bridge.core.batch import Unavailable
 
 
 def test_a_command_that_times_out_says_what_it_printed_on_stderr():

@@ -10,9 +10,9 @@ import sys
 
 import pytest
 
-from coorm_bridge.adapters.base import JobSpec
 from coorm_bridge.adapters.oar import commands
 from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.core.batch import JobSpec
 
 BINDING = OarBinding(name="alpha", property="cluster", value="alpha", host_property="host")
 #: Prints $V and its arguments as JSON.

@@ -17,21 +17,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.adapters.base import (
-    Adapter,
-    AdapterError,
-    ClusterSnapshot,
-    JobSpec,
-    JobState,
-    LacksRights,
-    Misconfigured,
-    Node,
-    PlatformSnapshot,
-    Reservation,
-    ReservationHandle,
-    ReservationSpec,
-    Unavailable,
-)
+from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.mixed import plugin as mixed_plugin
 from coorm_bridge.adapters.mixed.adapter import CLOCK_TOLERANCE, BatchSystem, MixedAdapter
 from coorm_bridge.adapters.mixed.frontend import ConfinedFrontEnd
@@ -50,6 +36,20 @@ from coorm_bridge.adapters.registry import AdapterContext
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
+from coorm_bridge.core.batch import (
+    AdapterError,
+    ClusterSnapshot,
+    JobSpec,
+    JobState,
+    LacksRights,
+    Misconfigured,
+    Node,
+    PlatformSnapshot,
+    Reservation,
+    ReservationHandle,
+    ReservationSpec,
+    Unavailable,
+)
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
 from coorm_bridge.service.polling import Poller
 from tests.oar.test_oar_settings_checked import Nodes, recorded

@@ -5,7 +5,12 @@ import time
 
 import pytest
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
+from coorm_bridge.adapters.mock.clock import VirtualClock, WallClock
+from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
+from coorm_bridge.adapters.mock.swf import read_swf, replay_jobs
+from coorm_bridge.adapters.mock.traces import trace_path
+from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,
     JobState,
@@ -14,11 +19,6 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock, WallClock
-from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
-from coorm_bridge.adapters.mock.swf import read_swf, replay_jobs
-from coorm_bridge.adapters.mock.traces import trace_path
 
 DATA = trace_path("nasa").parent
 NASA = DATA / "NASA-iPSC-1993-3.1-cln.swf.gz"

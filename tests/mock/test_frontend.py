@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.base import JobSpec, JobState, ReservationSpec
 from coorm_bridge.adapters.frontend import Launched, Outcome, ProcessSpec
 from coorm_bridge.adapters.mock import frontend
 from coorm_bridge.adapters.mock.adapter import MockAdapter
@@ -23,6 +22,7 @@ from coorm_bridge.adapters.mock.frontend import ProcessFrontEnd
 from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.adapters.mock.plugin import MockSettings, create
 from coorm_bridge.adapters.registry import AdapterContext
+from coorm_bridge.core.batch import JobSpec, JobState, ReservationSpec
 
 PY = sys.executable
 

@@ -10,10 +10,10 @@ import textwrap
 
 import pytest
 
-from coorm_bridge.adapters.base import AdapterError, JobSpec, NodeState, ReservationSpec
 from coorm_bridge.adapters.mock import calls
 from coorm_bridge.adapters.mock.journal import Anchor, Journal
 from coorm_bridge.adapters.mock.limits import MAX_TIME
+from coorm_bridge.core.batch import AdapterError, JobSpec, NodeState, ReservationSpec
 from coorm_bridge.core.model import Link
 
 T0 = 1_000_000

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
+from coorm_bridge.adapters.mock.clock import VirtualClock
+from coorm_bridge.adapters.mock.journal import FILE_NAME, Anchor, Journal
+from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
+from coorm_bridge.adapters.mock.plugin import MockSettings, create, resume
+from coorm_bridge.adapters.mock.traces import trace_path
+from coorm_bridge.adapters.registry import AdapterContext
+from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,
     JobState,
@@ -17,13 +24,6 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME, Anchor, Journal
-from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
-from coorm_bridge.adapters.mock.plugin import MockSettings, create, resume
-from coorm_bridge.adapters.mock.traces import trace_path
-from coorm_bridge.adapters.registry import AdapterContext
 from coorm_bridge.core.model import Link
 
 DATA = trace_path("nasa").parent

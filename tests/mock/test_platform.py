@@ -4,13 +4,13 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.mock.platform import (
     SyntheticLoad,
     TraceLoad,
     load_platform,
     parse_platform,
 )
+from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.model import Submission
 
 ROOT = Path(__file__).resolve().parents[2]

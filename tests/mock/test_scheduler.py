@@ -10,7 +10,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.adapters.base import JobState, NodeState, Refused, ReservationSpec
 from coorm_bridge.adapters.mock.scheduler import (
     LocalJobSpec,
     LocalScheduler,
@@ -18,6 +17,7 @@ from coorm_bridge.adapters.mock.scheduler import (
 )
 from coorm_bridge.adapters.mock.swf import read_swf, replay_jobs
 from coorm_bridge.adapters.mock.traces import trace_path
+from coorm_bridge.core.batch import JobState, NodeState, Refused, ReservationSpec
 
 CBF = SchedulingPolicy.CONSERVATIVE
 EASY = SchedulingPolicy.EASY

@@ -9,17 +9,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from coorm_bridge.adapters.base import (
-    AdapterError,
-    JobSpec,
-    JobState,
-    Refused,
-    ReservationSpec,
-)
 from coorm_bridge.adapters.oar.adapter import OarAdapter
 from coorm_bridge.adapters.oar.plugin import make_oar_adapter
 from coorm_bridge.adapters.oar.rest_backend import OarRestBackend
 from coorm_bridge.adapters.oar.settings import OarSettings
+from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Refused, ReservationSpec
 from tests.oar.lab import OarInstance
 
 pytestmark = pytest.mark.oar

@@ -12,7 +12,14 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.adapters.batch.runner import Completed, Runner
+from coorm_bridge.adapters.oar import commands
+from coorm_bridge.adapters.oar.adapter import OarAdapter
+from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
+from coorm_bridge.adapters.oar.plugin import make_backend
+from coorm_bridge.adapters.oar.rest_backend import OarRestBackend
+from coorm_bridge.adapters.oar.settings import OarSettings
+from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,
     JobState,
@@ -22,13 +29,6 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.adapters.batch.runner import Completed, Runner
-from coorm_bridge.adapters.oar import commands
-from coorm_bridge.adapters.oar.adapter import OarAdapter
-from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
-from coorm_bridge.adapters.oar.plugin import make_backend
-from coorm_bridge.adapters.oar.rest_backend import OarRestBackend
-from coorm_bridge.adapters.oar.settings import OarSettings
 from coorm_bridge.core.model import Submission
 from coorm_bridge.service.config import ConfigError, parse_config
 from tests.oar.samples import GANTT_NOW, command, gantt, load, ok, text

@@ -17,11 +17,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.batch.runner import Completed
 from coorm_bridge.adapters.oar import commands
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
+from coorm_bridge.core.batch import JobSpec, ReservationSpec
 from tests.oar.samples import ALPHA, Recorded, said
 
 START = int(datetime(2026, 11, 21, 9, 13, 7, tzinfo=UTC).timestamp())

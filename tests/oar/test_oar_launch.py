@@ -28,10 +28,10 @@ from typing import Any
 
 import pytest
 
-from coorm_bridge.adapters.base import ReservationSpec
 from coorm_bridge.adapters.batch.runner import Completed, LocalRunner
 from coorm_bridge.adapters.oar import commands
 from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.core.batch import ReservationSpec
 from coorm_bridge.core.messages import Allocation, StartEvent
 from coorm_bridge.core.model import ClusterInfo, Submission
 from coorm_bridge.launchers.app import parse_app

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from coorm_bridge.adapters.base import Reservation, ReservationSpec
 from coorm_bridge.adapters.batch.backend import BatchFailure
 from coorm_bridge.adapters.oar import commands, moves, parse
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.moves import Mover
+from coorm_bridge.core.batch import Reservation, ReservationSpec
 from tests.oar.samples import ALPHA
 
 NOW = 1_800_000_000

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.adapters.batch.backend import Hardware
 from coorm_bridge.adapters.oar import parse
 from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.core.batch import Job, JobState, Node, NodeState, Reservation
 from tests.oar.samples import ALPHA, BETA, DETAILS_NOW, GANTT_NOW, gantt, load
 
 CONTAINER_NOW = Reservation(

@@ -19,7 +19,13 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from responses import matchers
 
-from coorm_bridge.adapters.base import (
+from coorm_bridge.adapters.batch.backend import BatchFailure
+from coorm_bridge.adapters.oar import commands, parse, rest_backend
+from coorm_bridge.adapters.oar.adapter import OarAdapter
+from coorm_bridge.adapters.oar.binding import OarBinding
+from coorm_bridge.adapters.oar.rest_backend import OarRestBackend
+from coorm_bridge.adapters.oar.settings import OarRest, OarSettings
+from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,
     JobState,
@@ -29,12 +35,6 @@ from coorm_bridge.adapters.base import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.adapters.batch.backend import BatchFailure
-from coorm_bridge.adapters.oar import commands, parse, rest_backend
-from coorm_bridge.adapters.oar.adapter import OarAdapter
-from coorm_bridge.adapters.oar.binding import OarBinding
-from coorm_bridge.adapters.oar.rest_backend import OarRestBackend
-from coorm_bridge.adapters.oar.settings import OarRest, OarSettings
 from tests.oar.samples import ALPHA, BETA, GANTT_NOW, details_page, http, load, resources_details
 
 URL = "http://oar.example/oarapi"

@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 import responses
 
-from coorm_bridge.adapters.base import Misconfigured
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.oar.adapter import OarAdapter
 from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
 from coorm_bridge.adapters.oar.rest_backend import OarRestBackend
 from coorm_bridge.adapters.oar.settings import OarSettings
+from coorm_bridge.core.batch import Misconfigured
 from tests.oar.samples import details_page, load
 
 URL = "http://oar.example/oarapi"

@@ -9,10 +9,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from coorm_bridge.adapters.base import AdapterError, ReservationSpec
 from coorm_bridge.adapters.oar.adapter import OarAdapter
 from coorm_bridge.adapters.oar.plugin import make_oar_adapter
 from coorm_bridge.adapters.oar.settings import OarSettings
+from coorm_bridge.core.batch import AdapterError, ReservationSpec
 from tests.oar.lab import OarInstance
 from tests.sshd import Sshd, running_sshd
 

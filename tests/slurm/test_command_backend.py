@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from coorm_bridge.adapters.base import JobState, Unavailable
 from coorm_bridge.adapters.batch.backend import BatchFailure
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import JobState, Unavailable
 
 TEXT = Path(__file__).parent.parent / "data" / "slurm" / "text"
 NOW = int((TEXT / "recorded_at").read_text())

@@ -13,9 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.adapters.base import JobSpec, ReservationSpec
 from coorm_bridge.adapters.slurm import commands, parse
 from coorm_bridge.adapters.slurm.commands import Target
+from coorm_bridge.core.batch import JobSpec, ReservationSpec
 from coorm_bridge.core.model import NAME_PATTERN, USER_NAME_PATTERN
 
 #: Usable user names (USER_NAME_PATTERN), built rather than drawn from the pattern's lookaheads.

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from coorm_bridge.adapters.base import Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.adapters.slurm import answers, parse
+from coorm_bridge.core.batch import Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.core.model import MAX_DURATION
 
 DATA = Path(__file__).parent.parent / "data" / "slurm"

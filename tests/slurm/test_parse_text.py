@@ -10,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.base import Job, JobState, NodeState
 from coorm_bridge.adapters.slurm import commands, parse
 from coorm_bridge.adapters.slurm.parse_text import (
     SINFO_FORMAT,
@@ -21,6 +20,7 @@ from coorm_bridge.adapters.slurm.parse_text import (
     parse_squeue_text,
     walltime_text,
 )
+from coorm_bridge.core.batch import Job, JobState, NodeState
 from coorm_bridge.core.model import MAX_DURATION
 
 TEXT = Path(__file__).parent.parent / "data" / "slurm" / "text"

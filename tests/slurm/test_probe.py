@@ -8,12 +8,12 @@ from collections.abc import Mapping, Sequence
 
 import pytest
 
-from coorm_bridge.adapters.base import ReservationSpec, Unavailable
 from coorm_bridge.adapters.batch.backend import BatchFailure
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm import rights
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.core.batch import ReservationSpec, Unavailable
 
 BAD_USER = Completed(1, "", "Error creating the reservation: Invalid user id\n")
 BAD_TIME = Completed(1, "", "Error creating the reservation: Invalid time specified\n")

@@ -10,7 +10,6 @@ import importlib.util
 
 import pytest
 
-from coorm_bridge.adapters.base import AdapterError
 from coorm_bridge.adapters.batch.runner import LocalRunner
 from coorm_bridge.adapters.batch.settings import SshSettings
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
@@ -21,6 +20,7 @@ from coorm_bridge.adapters.slurm.pyslurm_backend import (
     slurm_version,
 )
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import AdapterError
 
 PYSLURM_ABSENT = importlib.util.find_spec("pyslurm") is None
 

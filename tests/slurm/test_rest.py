@@ -20,13 +20,6 @@ import pytest
 import requests
 import responses
 
-from coorm_bridge.adapters.base import (
-    JobSpec,
-    JobState,
-    NodeState,
-    ReservationSpec,
-    Unavailable,
-)
 from coorm_bridge.adapters.batch.backend import Backend
 from coorm_bridge.adapters.batch.backend import BatchFailure as SlurmFailure
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
@@ -35,6 +28,7 @@ from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.plugin import make_backend
 from coorm_bridge.adapters.slurm.rest_backend import DIALECTS, RestBackend, parse_reservations
 from coorm_bridge.adapters.slurm.settings import RestSettings, SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import JobSpec, JobState, NodeState, ReservationSpec, Unavailable
 
 DATA = Path(__file__).parent.parent / "data" / "slurm" / "rest"
 NOW = 1795249800  # between job 14's start and job 15's predicted start

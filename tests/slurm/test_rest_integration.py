@@ -11,11 +11,11 @@ import time
 
 import pytest
 
-from coorm_bridge.adapters.base import JobSpec, JobState, ReservationSpec, Unavailable
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.rest_backend import RestBackend
 from coorm_bridge.adapters.slurm.settings import RestSettings, SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import JobSpec, JobState, ReservationSpec, Unavailable
 
 pytestmark = pytest.mark.slurm
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.base import JobSpec, JobState, Refused, ReservationSpec
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import JobSpec, JobState, Refused, ReservationSpec
 from coorm_bridge.core.model import Filter, Submission
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.placement.occupancy import free_profile

@@ -9,12 +9,12 @@ import time
 
 import pytest
 
-from coorm_bridge.adapters.base import AdapterError, Unavailable
 from coorm_bridge.adapters.batch.runner import LocalRunner
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import RestSettings, SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import AdapterError, Unavailable
 
 pytestmark = pytest.mark.slurm
 

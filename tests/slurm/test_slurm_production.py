@@ -15,9 +15,9 @@ import time
 import hostlist
 import pytest
 
-from coorm_bridge.adapters.base import JobSpec
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import JobSpec
 from coorm_bridge.core.messages import ChangeEvent, StartEvent
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig

@@ -20,12 +20,12 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.base import LacksRights, NotPermitted, ReservationSpec
 from coorm_bridge.adapters.batch.runner import Completed, LocalRunner
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import LacksRights, NotPermitted, ReservationSpec
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState

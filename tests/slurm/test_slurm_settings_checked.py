@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from coorm_bridge.adapters.base import Misconfigured, Unavailable
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import Misconfigured, Unavailable
 
 SINFO = (Path(__file__).parent.parent / "data" / "slurm" / "sinfo.json").read_text()
 #: sinfo -M nosuch (Slurm 22.05.8 with slurmdbd), exit 1.

@@ -11,12 +11,12 @@ from collections.abc import Iterator, Mapping, Sequence
 
 import pytest
 
-from coorm_bridge.adapters.base import JobSpec, JobState, NodeState, ReservationSpec
 from coorm_bridge.adapters.batch.runner import Completed, LocalRunner
 from coorm_bridge.adapters.slurm import answers, parse
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import JobSpec, JobState, NodeState, ReservationSpec
 from coorm_bridge.service.polling import Poller
 
 pytestmark = pytest.mark.slurm

@@ -16,11 +16,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from coorm_bridge.adapters.base import AdapterError, JobSpec, JobState, ReservationSpec, Unavailable
 from coorm_bridge.adapters.batch.runner import SshRunner
 from coorm_bridge.adapters.batch.settings import SshSettings
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
+from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, ReservationSpec, Unavailable
 from tests.sshd import Sshd, keygen, running_sshd
 
 

@@ -12,7 +12,7 @@ its views show free. Negotiation takes no simulated time (a few seconds in reali
 
 from __future__ import annotations
 
-from coorm_bridge.adapters.base import Refused, ReservationHandle, ReservationSpec
+from coorm_bridge.core.batch import Refused, ReservationHandle, ReservationSpec
 from coorm_bridge.sim.coupling.platform import (
     OWNER,
     Outcome,

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import math
 
-from coorm_bridge.adapters.base import JobState
 from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.core.batch import JobState
 from coorm_bridge.sim.coupling.platform import Outcome, Scenario, advance, app_job, next_time
 
 

@@ -23,9 +23,10 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[3]))  # the repository, for the layout below
 
-from coorm_bridge.adapters.base import JobSpec, ReservationSpec  # noqa: E402
+from coorm_bridge.adapters.base import ReservationSpec  # noqa: E402
 from coorm_bridge.adapters.oar import commands  # noqa: E402
 from coorm_bridge.adapters.oar.binding import OarBinding  # noqa: E402
+from coorm_bridge.core.batch import JobSpec  # noqa: E402
 
 PATH = os.pathsep.join([os.environ.get("PATH", ""), "/usr/local/sbin", "/usr/sbin", "/sbin"])
 ALPHA = OarBinding(name="alpha", property="cluster", value="alpha", host_property="host")
