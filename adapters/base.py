@@ -2,7 +2,7 @@
 
 Mock, Slurm and OAR adapters implement :class:`Adapter`. The bridge reads a
 :class:`PlatformSnapshot`, derives free-host profiles from it
-(:mod:`coorm_bridge.placement.occupancy`) and
+(:mod:`coorm_bridge.core.occupancy`) and
 holds placeholder reservations through ``create/update/delete_reservation``. Failures are typed so
 that the bridge reacts the right way: :class:`Unavailable` is retried with back-off while views are
 marked stale, :class:`Refused` makes the placement loop recompute, :class:`Misconfigured` names

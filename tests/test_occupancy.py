@@ -1,7 +1,7 @@
 """Free-host profiles derived from batch-system snapshots (what the policy starts from)."""
 
 from coorm_bridge.core.batch import ClusterSnapshot, Job, JobState, Node, NodeState, Reservation
-from coorm_bridge.placement.occupancy import free_profile
+from coorm_bridge.core.occupancy import free_profile
 
 NOW = 1_000
 PREFIX = "coorm-"

@@ -15,8 +15,8 @@ from dataclasses import dataclass, replace
 
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.core.batch import AdapterError, ClusterSnapshot, Job, JobState
+from coorm_bridge.core.occupancy import free_profile
 from coorm_bridge.core.profile import Profile
-from coorm_bridge.placement.occupancy import free_profile
 
 log = logging.getLogger(__name__)
 

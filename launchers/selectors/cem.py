@@ -75,7 +75,7 @@ from coorm_bridge.core.model import (
     Interconnect,
     Request,
 )
-from coorm_bridge.launchers.selectors._steps import Steps, common_start
+from coorm_bridge.core.steps import Steps, common_start
 from coorm_bridge.launchers.selectors.base import Clusters, Margin, Params
 
 if TYPE_CHECKING:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Annotated, ClassVar
 from pydantic import Field, ValidationInfo, field_validator
 
 from coorm_bridge.core.model import MAX_DURATION, ClusterInfo, Interconnect, Request
-from coorm_bridge.launchers.selectors._steps import Steps
+from coorm_bridge.core.steps import Steps
 from coorm_bridge.launchers.selectors.base import Clusters, Hosts, Margin, Params, Work
 
 if TYPE_CHECKING:

@@ -6,11 +6,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coorm_bridge.adapters.batch.estimate import estimate_starts
-from coorm_bridge.adapters.load import foreign_load
 from coorm_bridge.core.batch import ClusterSnapshot, Job, JobState, Node, NodeState, Reservation
 from coorm_bridge.core.model import MAX_TIME
+from coorm_bridge.core.occupancy import foreign_load, free_profile
 from coorm_bridge.core.profile import Profile
-from coorm_bridge.placement.occupancy import free_profile
 
 NOW = 1_000_000
 

@@ -20,8 +20,8 @@ from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.batch import JobSpec, JobState, Refused, ReservationSpec
 from coorm_bridge.core.model import Filter, Submission
+from coorm_bridge.core.occupancy import free_profile
 from coorm_bridge.core.policy import PolicyConfig
-from coorm_bridge.placement.occupancy import free_profile
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.loop import Loop

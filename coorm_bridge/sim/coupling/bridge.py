@@ -1,7 +1,7 @@
 """The bridge's way: views from snapshots, the earliest common start, placeholders on all or none.
 
 Modelled on the daemon's placement pass (:mod:`coorm_bridge.service.passes`) without its store:
-each cluster's view is :func:`~coorm_bridge.placement.occupancy.free_profile` of the local
+each cluster's view is :func:`~coorm_bridge.core.occupancy.free_profile` of the local
 scheduler's snapshot (running jobs to their bound, pending jobs at their predicted starts,
 reservations); the application starts at the earliest time all three fit it
 (:func:`~coorm_bridge.core.profile.earliest_common_start`). The pass runs again whenever a local
@@ -18,9 +18,9 @@ application holds at its estimated start whatever the horizon).
 
 from __future__ import annotations
 
+from coorm_bridge.core.occupancy import free_profile
 from coorm_bridge.core.profile import earliest_common_start
 from coorm_bridge.placement.coallocation import CoAllocationFailed, hold
-from coorm_bridge.placement.occupancy import free_profile
 from coorm_bridge.sim.coupling.platform import (
     OWNER,
     Outcome,

@@ -1,8 +1,11 @@
-"""What a cluster's snapshot says keeps hosts from the bridge, over time.
+"""What a cluster's snapshot says keeps hosts from the bridge over time, and so what it leaves free.
 
-Read by the bridge's placement (its free-host profiles) and by adapters that plan what the
-batch system left unplanned (:mod:`~coorm_bridge.adapters.batch.estimate`): it sits beside the
-snapshot types so that adapters need nothing from the bridge.
+One idea in one place: the batch system's own load (running jobs until their walltime bound,
+predicted pending ones, foreign reservations, unavailable hosts; never the bridge's
+placeholders, recognised by their name prefix) and the free hosts it leaves, the policy's
+input. The bridge's placement reads the free profile; adapters that plan what the batch system
+left unplanned (:mod:`coorm_bridge.adapters.batch.estimate`) read the load as the batch system
+sees it.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Collection, Iterator
 
 from coorm_bridge.core.batch import ClusterSnapshot, JobState, NodeState
+from coorm_bridge.core.profile import Profile
 
 
 def foreign_load(
@@ -55,3 +59,18 @@ def foreign_load(
     for reservation in snapshot.reservations:
         if reservation.name in foreign and reservation.end > now:
             yield max(reservation.start, now), reservation.end, reservation.hosts
+
+
+def free_profile(
+    snapshot: ClusterSnapshot, own_prefix: str, accounted: Collection[str] | None = None
+) -> Profile:
+    """Hosts of this cluster free for the bridge over time, never below zero; ``accounted``:
+    the placeholders the policy subtracts itself (None: all of the bridge's).
+
+    Batch systems can over-commit in their predictions (a pending job predicted on hosts a
+    reservation also covers): the count is clamped rather than trusted below zero.
+    """
+    profile = Profile.from_intervals(
+        len(snapshot.nodes), foreign_load(snapshot, own_prefix, accounted)
+    )
+    return profile.clamped(0) if profile.min_value() < 0 else profile
