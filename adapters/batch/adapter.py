@@ -20,7 +20,7 @@ from typing import ClassVar, Generic
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.batch.backend import B, Backend, BatchFailure
 from coorm_bridge.adapters.batch.estimate import estimate_starts
-from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_start
+from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_named_start
 from coorm_bridge.adapters.batch.settings import BatchSettings
 from coorm_bridge.core.batch import (
     AdapterError,
@@ -183,7 +183,7 @@ class BatchAdapter(Adapter, Generic[B]):
             nodes, jobs, reservations = self.backend.read(binding, self.now())
             hosts = choose_hosts(spec, nodes, jobs, reservations)
             if hosts is None:  # really busy: say when the same hosts' worth would be free
-                hint = earliest_start(spec, nodes, jobs, reservations)
+                hint = earliest_named_start(spec, nodes, jobs, reservations)
                 raise Refused(
                     f"{binding.name}: {failure}", cluster=binding.name, retry_after=hint
                 ) from failure

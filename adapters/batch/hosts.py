@@ -6,6 +6,9 @@ time limit ends is refused ("Requested nodes are busy"), one second later it is 
 is the same request naming its hosts. The bridge plans starts exactly at job ends, so under load
 it would often hold nothing. :func:`choose_hosts` picks the hosts to name instead, with the
 batch system's own rule for named hosts: a running job's hosts are free from its end on.
+
+It works host by host, where :mod:`coorm_bridge.core.steps` and the profiles count hosts: a
+count says when enough hosts are free, not which ones stay free over a whole window.
 """
 
 from __future__ import annotations
@@ -57,12 +60,12 @@ def choose_hosts(
     return tuple(chosen)
 
 
-#: At most this many candidate starts are tried by :func:`earliest_start` (each is a pass over
+#: At most this many candidate starts are tried by :func:`earliest_named_start` (each is a pass over
 #: the cluster's jobs): the hint is a lower bound for the policy, not a promise.
 MAX_CANDIDATES = 256
 
 
-def earliest_start(
+def earliest_named_start(
     spec: ReservationSpec,
     nodes: Iterable[Node],
     jobs: Iterable[Job],

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from coorm_bridge.adapters.batch.adapter import BatchAdapter
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Binding, Hardware
-from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_start
+from coorm_bridge.adapters.batch.hosts import choose_hosts, earliest_named_start
 from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
 from coorm_bridge.core.batch import (
     Job,
@@ -183,7 +183,7 @@ def test_a_refusal_for_want_of_hosts_over_the_whole_window_says_when_they_will_b
                          host_names=("n0", "n1"))  # fmt: skip
     want = spec(hosts=2)
     assert choose_hosts(want, nodes, jobs, [theirs]) is None
-    assert earliest_start(want, nodes, jobs, [theirs]) == END + 60
+    assert earliest_named_start(want, nodes, jobs, [theirs]) == END + 60
 
 
 def test_the_adapter_passes_the_hint_on(adapter, slurm_like):
