@@ -1,4 +1,4 @@
-"""The launcher protocol's bodies and answers (HTTP API v1, DESIGN §5).
+"""The launcher protocol's bodies and answers (HTTP API v1, docs/design.md §5).
 
 One module shared by the daemon (which validates what it receives and serialises what it sends
 with these models, so its OpenAPI document describes exactly them) and the client in

@@ -1,4 +1,4 @@
-"""The Python client of the bridge's HTTP API v1 (DESIGN §5), for launchers and tests.
+"""The Python client of the bridge's HTTP API v1 (docs/design.md §5), for launchers and tests.
 
 Every answer is parsed with the models of :mod:`coorm_bridge.protocol`, the same ones the daemon
 serialises with, so a launcher gets typed values and a mismatch shows up as a clear

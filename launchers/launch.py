@@ -1,4 +1,4 @@
-"""``coorm-launch APP.toml``: run an application through the bridge (DESIGN §7).
+"""``coorm-launch APP.toml``: run an application through the bridge (docs/design.md §7).
 
 ``--check`` reads the file, checks the programs it gives relative to itself (they must be
 executable files there: a typo would otherwise fail every job once the hosts are held) and

@@ -1,5 +1,5 @@
 """Every number that enters is bounded: 4xx answers naming the field and the limit, never a 500,
-never a stored value that later breaks a policy pass (DESIGN §9).
+never a stored value that later breaks a policy pass (docs/design.md §9).
 
 The API runs in-process with FastAPI's TestClient over a real bridge and store on the mock
 platform; the loop is not started, so that nothing but the requests under test touches the store.

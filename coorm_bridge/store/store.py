@@ -3,7 +3,7 @@ jobs of the bridge's front end (SQLite, the jobs' queries in :mod:`coorm_bridge.
 
 Every state change is written here *before* it is acknowledged to a launcher, so that after a
 ``kill -9`` and a restart nothing acknowledged is lost and launchers resume their event streams
-from the last sequence number they saw (DESIGN §5, §9). The file itself (WAL, transactions,
+from the last sequence number they saw (docs/design.md §5, §9). The file itself (WAL, transactions,
 snapshot reads) is :mod:`coorm_bridge.store.database`.
 
 Rows are pydantic models validated before any write, so a value that cannot be meant (a request

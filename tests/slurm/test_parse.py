@@ -98,7 +98,7 @@ def test_squeue_big_queues(name: str, running: int, pending: int, predicted: int
     by_state = {state: [j for j in jobs if j.state is state] for state in JobState}
     assert len(by_state[JobState.RUNNING]) == running
     assert len(by_state[JobState.PENDING]) == pending
-    # The backfill predicts a start for some pending jobs only (FINDINGS.md).
+    # The backfill predicts a start for some pending jobs only (see adapters/batch/estimate.py).
     assert sum(j.start is not None for j in by_state[JobState.PENDING]) == predicted
     assert all(len(j.host_names) == j.hosts for j in by_state[JobState.RUNNING])
     assert all(j.host_names == () for j in by_state[JobState.PENDING])
