@@ -1,4 +1,4 @@
-"""Policy pass cost (docs/design.md §8: 10,000 waiting applications over 64 clusters in under 0.2 s).
+"""Policy pass cost (docs/design.md §8: 10,000 waiting applications on 64 clusters under 0.2 s).
 
 Seeded random workloads: clusters of 32 to 512 hosts with a foreign load of running and pending
 jobs, applications asking for 1 to 3 clusters (a third of them coupled), durations from minutes

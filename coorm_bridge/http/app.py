@@ -1,4 +1,4 @@
-"""The HTTP API v1 (docs/design.md §5) over a :class:`~coorm_bridge.service.bridge.Bridge`, with FastAPI.
+"""The HTTP API v1 (docs/design.md §5) over a :class:`~coorm_bridge.service.bridge.Bridge`.
 
 Who is calling: on the Unix socket, the peer's uid (read by
 :mod:`coorm_bridge.http.server`); on TCP,

@@ -1,4 +1,4 @@
-"""The routes of HTTP API v1 (docs/design.md §5); :func:`coorm_bridge.http.app.create_app` mounts them.
+"""The routes of HTTP API v1 (docs/design.md §5), mounted by :func:`.app.create_app`.
 
 Handlers find the bridge, the notifier and the metrics registry on ``request.app.state``. Calls
 into the bridge run in worker threads (they take its lock and touch SQLite); long polls wait on
