@@ -191,6 +191,18 @@ def test_co_allocated_applications_start_together_among_running_and_pending_jobs
     for sid, nodes in apps.items():
         site.bridge.put_request(USER, sid, nodes, 120)
     jobs: dict[str, dict[str, str]] = {}
+    # Every job's begin is looked at while the others are awaited, and remembered once seen:
+    # with MinJobAge=5, a job ended by its time limit before a later application's start
+    # would be gone from squeue by the time it is looked at.
+    begins: dict[str, tuple[int, list[str]]] = {}
+
+    def all_begun() -> bool:
+        for by_cluster in jobs.values():
+            for job in by_cluster.values():
+                if job not in begins and (seen := site.begun(job)) is not None:
+                    begins[job] = seen
+        return len(begins) == sum(len(b) for b in jobs.values())
+
     deadline = time.monotonic() + 240
     while len(jobs) < len(apps):
         assert time.monotonic() < deadline, [site.store.events(sid) for sid in apps]
@@ -198,7 +210,16 @@ def test_co_allocated_applications_start_together_among_running_and_pending_jobs
             started = site.events(sid, "start")
             if started:
                 jobs[sid] = launch(site, started[0])
+        all_begun()
         time.sleep(0.25)
+    try:  # Slurm starts a job in a placeholder at its next scheduling pass
+        wait(all_begun, timeout=90)
+    except AssertionError:
+        queue = site.slurm.run(
+            "squeue", "-t", "all", "-o", "%i %T %r %S %e %l %N %v", check=False
+        ).stdout
+        shown = site.slurm.run("scontrol", "-o", "show", "reservation", check=False).stdout
+        raise AssertionError(f"jobs {jobs} not running ({begins}):\n{queue}\n{shown}") from None
     for sid, by_cluster in jobs.items():
         (start,) = site.events(sid, "start")
         estimates = [
@@ -208,16 +229,7 @@ def test_co_allocated_applications_start_together_among_running_and_pending_jobs
         ]
         assert estimates
         assert start.time <= estimates[-1] + 1
-        try:  # Slurm starts a job in a placeholder at its next scheduling pass
-            runs = {
-                c: wait(lambda j=j: site.begun(j), timeout=90) for c, j in by_cluster.items()
-            }
-        except AssertionError:
-            queue = site.slurm.run(
-                "squeue", "-t", "all", "-o", "%i %T %r %S %e %l %N %v", check=False
-            ).stdout
-            shown = site.slurm.run("scontrol", "-o", "show", "reservation", check=False).stdout
-            raise AssertionError(f"jobs {by_cluster} not running:\n{queue}\n{shown}") from None
+        runs = {c: begins[j] for c, j in by_cluster.items()}
         starts = [began for began, _ in runs.values()]
         apart, late = max(starts) - min(starts), start.time - estimates[-1]
         print(f"{sid}: jobs started {apart} s apart, {late} s from the last estimate")
@@ -237,7 +249,7 @@ def launch(site: Site, start: StartEvent) -> dict[str, str]:
         spec = JobSpec(
             name="coupled",
             user=USER,
-            argv=("sleep", "60"),
+            argv=("sleep", "600"),  # ended by its time limit, or by done
             hosts=len(allocation.hosts),
             walltime=walltime,
             reservation=allocation.reservation,
