@@ -15,9 +15,7 @@ import argparse
 import time
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import parse_platform
-from coorm_bridge.adapters.mock.traces import trace_path
+from coorm_bridge.batchsim import VirtualClock, parse_platform, trace_path
 
 DATA = trace_path("nasa").parent
 START = 1_700_000_000

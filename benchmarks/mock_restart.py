@@ -20,10 +20,8 @@ import time
 from pathlib import Path
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME, Anchor, Journal
-from coorm_bridge.adapters.mock.platform import load_platform
 from coorm_bridge.adapters.mock.plugin import resume
+from coorm_bridge.batchsim import FILE_NAME, Anchor, Journal, VirtualClock, load_platform
 from coorm_bridge.core.batch import Refused, ReservationSpec
 
 START = 1_700_000_000

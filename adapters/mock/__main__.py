@@ -17,9 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME, Journal
-from coorm_bridge.adapters.mock.platform import load_platform
+from coorm_bridge.batchsim import FILE_NAME, Journal, VirtualClock, load_platform
 from coorm_bridge.core.batch import AdapterError, Unavailable
 
 

@@ -33,13 +33,20 @@ from pydantic import BaseModel
 
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.frontend import FrontEnd
-from coorm_bridge.adapters.mock import calls
-from coorm_bridge.adapters.mock.clock import Clock, VirtualClock, WallClock
 from coorm_bridge.adapters.mock.frontend import ProcessFrontEnd
-from coorm_bridge.adapters.mock.journal import Anchor, Journal
-from coorm_bridge.adapters.mock.platform import PlatformSpec
-from coorm_bridge.adapters.mock.scheduler import LocalScheduler
-from coorm_bridge.adapters.mock.simulation import RUNTIME_KEY, SimulatedRefusal, Simulation
+from coorm_bridge.batchsim import (
+    RUNTIME_KEY,
+    Anchor,
+    Clock,
+    Journal,
+    LocalScheduler,
+    PlatformSpec,
+    SimulatedRefusal,
+    Simulation,
+    VirtualClock,
+    WallClock,
+    calls,
+)
 from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,

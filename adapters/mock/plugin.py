@@ -19,11 +19,16 @@ from typing import Annotated, Literal
 from pydantic import Field
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME, Anchor, Journal
-from coorm_bridge.adapters.mock.limits import SPEEDUP_LIMIT
-from coorm_bridge.adapters.mock.platform import PlatformSpec, load_platform
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin, AdapterSettings
+from coorm_bridge.batchsim import (
+    FILE_NAME,
+    SPEEDUP_LIMIT,
+    Anchor,
+    Journal,
+    PlatformSpec,
+    WallClock,
+    load_platform,
+)
 
 
 class MockSettings(AdapterSettings):

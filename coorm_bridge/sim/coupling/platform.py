@@ -10,10 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import ClusterSpec, PlatformSpec
-from coorm_bridge.adapters.mock.scheduler import JobRecord, LocalJobSpec, LocalScheduler
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.batchsim import (
+    RUNTIME_KEY,
+    ClusterSpec,
+    JobRecord,
+    LocalJobSpec,
+    LocalScheduler,
+    PlatformSpec,
+    VirtualClock,
+)
 from coorm_bridge.core.batch import JobSpec, JobState, ReservationHandle
 
 #: Who runs the coupled application (its jobs and the reservations that admit them).

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
-from coorm_bridge.adapters.mock.limits import MAX_SPEEDUP, MAX_TIME, MAX_TIME_TEXT
+from coorm_bridge.batchsim.limits import MAX_SPEEDUP, MAX_TIME, MAX_TIME_TEXT
 
 logger = logging.getLogger(__name__)
 

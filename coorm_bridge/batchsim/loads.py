@@ -13,10 +13,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from coorm_bridge.adapters.mock.limits import MAX_DURATION, MAX_TIME
-from coorm_bridge.adapters.mock.platform import PlatformSpec, SyntheticLoad, TraceLoad
-from coorm_bridge.adapters.mock.scheduler import LocalJobSpec
-from coorm_bridge.adapters.mock.swf import ReplayJob, read_swf, replay_jobs, synthetic_jobs
+from coorm_bridge.batchsim.limits import MAX_DURATION, MAX_TIME
+from coorm_bridge.batchsim.platform import PlatformSpec, SyntheticLoad, TraceLoad
+from coorm_bridge.batchsim.scheduler import LocalJobSpec
+from coorm_bridge.batchsim.swf import ReplayJob, read_swf, replay_jobs, synthetic_jobs
 from coorm_bridge.core.batch import AdapterError
 
 logger = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ import heapq
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from coorm_bridge.adapters.mock.compression import Compression
-from coorm_bridge.adapters.mock.planning import HostPlan, Region, lowest_bits
-from coorm_bridge.adapters.mock.scheduler_types import (
+from coorm_bridge.batchsim.scheduler.compression import Compression
+from coorm_bridge.batchsim.scheduler.hostplan import HostPlan, Region, lowest_bits
+from coorm_bridge.batchsim.scheduler.jobs import (
     _START,
     SchedulingPolicy,
     _Event,

@@ -18,8 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from coorm_bridge.adapters.mock.planning import FOREVER, HostPlan, lowest_bits
-from coorm_bridge.adapters.mock.scheduler_types import (
+from coorm_bridge.batchsim.scheduler.hostplan import FOREVER, HostPlan, lowest_bits
+from coorm_bridge.batchsim.scheduler.jobs import (
     _NODE,
     _RESERVATION_END,
     _RESERVATION_START,

@@ -7,7 +7,7 @@ reservations with Slurm's refusals, node faults, jobs killed at their walltime. 
 Unix seconds and only moves through :meth:`LocalScheduler.advance`; the same calls always give
 the same event sequence (ties go by arrival order, then host index; no set or hash order).
 
-Planning is per host (:mod:`.planning`), not by host count. A count-based profile would be
+Planning is per host (:mod:`.hostplan`), not by host count. A count-based profile would be
 exact without reservations, but reservations hold specific hosts over a window and fragment the
 cluster: a job can fit by count while no single set of hosts is free for its whole walltime. Here
 every planned job holds named hosts in the plan, so a predicted start is always honoured (it can
@@ -20,7 +20,7 @@ the class itself, its event loop, job lifecycle and snapshot; :mod:`.backfilling
 starts pending jobs (conservative plan and its compression, EASY's pass); :mod:`.reservations`
 has reservations and node states. The two are mixins, not collaborators, because they all
 change the same plan, queue and events in step (see their docstrings). The scheduler's types
-are in :mod:`.scheduler_types`; import the public ones from here.
+are in :mod:`.jobs`; import the public ones from :mod:`coorm_bridge.batchsim`.
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ from __future__ import annotations
 import heapq
 from collections.abc import Sequence
 
-from coorm_bridge.adapters.mock.backfilling import BackfillingMixin
-from coorm_bridge.adapters.mock.planning import HostPlan, Region, bit_indices
-from coorm_bridge.adapters.mock.reservations import ReservationsMixin
-from coorm_bridge.adapters.mock.scheduler_types import (
+from coorm_bridge.batchsim.scheduler.backfilling import BackfillingMixin
+from coorm_bridge.batchsim.scheduler.hostplan import HostPlan, Region, bit_indices
+from coorm_bridge.batchsim.scheduler.jobs import (
     _ARRIVAL,
     _END,
     _NODE,
@@ -45,6 +44,7 @@ from coorm_bridge.adapters.mock.scheduler_types import (
     _Job,
     _Reservation,
 )
+from coorm_bridge.batchsim.scheduler.reservations import ReservationsMixin
 from coorm_bridge.core.batch import (
     ClusterSnapshot,
     Job,

@@ -32,8 +32,8 @@ from typing import Annotated, Final, Self
 
 from pydantic import Field, ValidationError
 
-from coorm_bridge.adapters.mock.calls import CALL, Call
-from coorm_bridge.adapters.mock.limits import MAX_TIME, SPEEDUP_LIMIT, TIME_LIMIT
+from coorm_bridge.batchsim.calls import CALL, Call
+from coorm_bridge.batchsim.limits import MAX_TIME, SPEEDUP_LIMIT, TIME_LIMIT
 from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.model import Frozen, describe
 

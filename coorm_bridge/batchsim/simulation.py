@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import assert_never
 
-from coorm_bridge.adapters.mock import calls
-from coorm_bridge.adapters.mock.limits import MAX_DURATION, MAX_TIME, MAX_TIME_TEXT
-from coorm_bridge.adapters.mock.loads import load_jobs
-from coorm_bridge.adapters.mock.platform import PlatformSpec
-from coorm_bridge.adapters.mock.scheduler import LocalJobSpec, LocalScheduler
+from coorm_bridge.batchsim import calls
+from coorm_bridge.batchsim.limits import MAX_DURATION, MAX_TIME, MAX_TIME_TEXT
+from coorm_bridge.batchsim.loads import load_jobs
+from coorm_bridge.batchsim.platform import PlatformSpec
+from coorm_bridge.batchsim.scheduler import LocalJobSpec, LocalScheduler
 from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,

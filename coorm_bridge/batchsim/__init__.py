@@ -1,0 +1,112 @@
+"""The simulated batch system: clusters under their own batch schedulers, in simulated time.
+
+The mock adapter (:mod:`coorm_bridge.adapters.mock`), the experiments (:mod:`coorm_bridge.sim`)
+and the tests run on it; they import the names below from here, never its modules, so that its
+parts can change without them. It depends on the core's batch vocabulary only
+(:mod:`coorm_bridge.core.batch`: nodes, jobs, reservations, refusals).
+
+- The platform's description (:class:`PlatformSpec`, read by :func:`load_platform` from a TOML
+  file or the packaged default): clusters, links, background loads, scheduled outages.
+- :class:`LocalScheduler`: one cluster's batch scheduler (FCFS with conservative or EASY
+  backfilling, advance reservations with Slurm's refusals, node faults), time moved only by
+  :meth:`LocalScheduler.advance`; its jobs are :class:`LocalJobSpec`, its history
+  :class:`JobRecord`.
+- Clocks (:class:`VirtualClock`: discrete events; :class:`WallClock`: real time, sped up).
+- Background load: Standard Workload Format traces (:func:`read_swf`, :func:`replay_jobs`), two
+  of them shipped (:func:`trace_path`), or seeded synthetic jobs (:func:`synthetic_jobs`).
+- Persistence: :class:`Journal`, the calls that changed a platform (:mod:`.calls`) with their
+  simulated times, replayed onto the same platform after a restart.
+- Its bounds (:data:`MAX_TIME`, :data:`MAX_DURATION`, :data:`MAX_SPEEDUP`, ...), so that no
+  number it reports overflows the bridge's 64-bit times.
+"""
+
+from coorm_bridge.batchsim import calls
+from coorm_bridge.batchsim.clock import Clock, Handle, VirtualClock, WallClock
+from coorm_bridge.batchsim.journal import FILE_NAME, Anchor, Entry, Journal
+from coorm_bridge.batchsim.limits import (
+    MAX_DURATION,
+    MAX_HOSTS,
+    MAX_JOBS,
+    MAX_SPEEDUP,
+    MAX_TIME,
+    MAX_TIME_TEXT,
+    SPEEDUP_LIMIT,
+)
+from coorm_bridge.batchsim.platform import (
+    DEFAULT_PLATFORM,
+    ClusterSpec,
+    Load,
+    OutageSpec,
+    PlatformSpec,
+    SyntheticLoad,
+    TraceLoad,
+    load_platform,
+    parse_platform,
+)
+from coorm_bridge.batchsim.scheduler import (
+    JobRecord,
+    LocalJobSpec,
+    LocalScheduler,
+    SchedulingPolicy,
+)
+from coorm_bridge.batchsim.simulation import RUNTIME_KEY, SimulatedRefusal, Simulation
+from coorm_bridge.batchsim.swf import (
+    Replay,
+    ReplayJob,
+    ReplayReport,
+    SwfJob,
+    SwfStatus,
+    SwfTrace,
+    parse_swf,
+    read_swf,
+    replay_jobs,
+    synthetic_jobs,
+)
+from coorm_bridge.batchsim.traces import TRACES, trace_path
+
+__all__ = [
+    "DEFAULT_PLATFORM",
+    "FILE_NAME",
+    "MAX_DURATION",
+    "MAX_HOSTS",
+    "MAX_JOBS",
+    "MAX_SPEEDUP",
+    "MAX_TIME",
+    "MAX_TIME_TEXT",
+    "RUNTIME_KEY",
+    "SPEEDUP_LIMIT",
+    "TRACES",
+    "Anchor",
+    "Clock",
+    "ClusterSpec",
+    "Entry",
+    "Handle",
+    "JobRecord",
+    "Journal",
+    "Load",
+    "LocalJobSpec",
+    "LocalScheduler",
+    "OutageSpec",
+    "PlatformSpec",
+    "Replay",
+    "ReplayJob",
+    "ReplayReport",
+    "SchedulingPolicy",
+    "SimulatedRefusal",
+    "Simulation",
+    "SwfJob",
+    "SwfStatus",
+    "SwfTrace",
+    "SyntheticLoad",
+    "TraceLoad",
+    "VirtualClock",
+    "WallClock",
+    "calls",
+    "load_platform",
+    "parse_platform",
+    "parse_swf",
+    "read_swf",
+    "replay_jobs",
+    "synthetic_jobs",
+    "trace_path",
+]
