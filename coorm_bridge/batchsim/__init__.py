@@ -22,6 +22,8 @@ parts can change without them. It depends on the core's batch vocabulary only
 
 from coorm_bridge.batchsim import calls
 from coorm_bridge.batchsim.clock import Clock, Handle, VirtualClock, WallClock
+from coorm_bridge.batchsim.controls import SiteControls
+from coorm_bridge.batchsim.faults import SimulatedRefusal
 from coorm_bridge.batchsim.journal import FILE_NAME, Anchor, Entry, Journal
 from coorm_bridge.batchsim.limits import (
     MAX_DURATION,
@@ -43,13 +45,15 @@ from coorm_bridge.batchsim.platform import (
     load_platform,
     parse_platform,
 )
+from coorm_bridge.batchsim.recording import resumed_clock
 from coorm_bridge.batchsim.scheduler import (
     JobRecord,
     LocalJobSpec,
     LocalScheduler,
     SchedulingPolicy,
 )
-from coorm_bridge.batchsim.simulation import RUNTIME_KEY, SimulatedRefusal, Simulation
+from coorm_bridge.batchsim.simulation import RUNTIME_KEY
+from coorm_bridge.batchsim.site import Site
 from coorm_bridge.batchsim.swf import (
     Replay,
     ReplayJob,
@@ -93,7 +97,8 @@ __all__ = [
     "ReplayReport",
     "SchedulingPolicy",
     "SimulatedRefusal",
-    "Simulation",
+    "Site",
+    "SiteControls",
     "SwfJob",
     "SwfStatus",
     "SwfTrace",
@@ -107,6 +112,7 @@ __all__ = [
     "parse_swf",
     "read_swf",
     "replay_jobs",
+    "resumed_clock",
     "synthetic_jobs",
     "trace_path",
 ]
