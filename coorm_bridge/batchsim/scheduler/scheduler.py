@@ -15,62 +15,59 @@ only move earlier) unless a new reservation, a reservation change or a node faul
 price is that the lowest-index hosts chosen for a planned job cannot be swapped later, which can
 leave a little less room for backfilling than deferred assignment would.
 
-:class:`LocalScheduler` is cut in three, one module each, over one shared state: this module has
-the class itself, its event loop, job lifecycle and snapshot; :mod:`.backfilling` plans and
-starts pending jobs (conservative plan and its compression, EASY's pass); :mod:`.reservations`
-has reservations and node states. The two are mixins, not collaborators, because they all
-change the same plan, queue and events in step (see their docstrings). The scheduler's types
-are in :mod:`.jobs`; import the public ones from :mod:`coorm_bridge.batchsim`.
+:class:`LocalScheduler` composes parts, each with its own state: the hosts and their states
+(:mod:`.hosts`), the plan of hosts over time (:mod:`.hostplan`), the calendar of events and the
+current time (:mod:`.events`), the pending queue (:mod:`.queue`), the running jobs
+(:mod:`.running`), the reservations' book and its changes (:mod:`.book`, :mod:`.reservations`),
+Slurm's checks (:mod:`.admission`), and the planner of its policy (:mod:`.conservative`,
+:mod:`.easy`). This module runs the events, the jobs' lifecycle and the node changes, and tells
+the planner after each change to settle.
 """
 
 from __future__ import annotations
 
-import heapq
 from collections.abc import Sequence
 
-from coorm_bridge.batchsim.scheduler.backfilling import BackfillingMixin
-from coorm_bridge.batchsim.scheduler.hostplan import HostPlan, Region, bit_indices
-from coorm_bridge.batchsim.scheduler.jobs import (
-    _ARRIVAL,
-    _END,
-    _NODE,
-    _RESERVATION_END,
-    _RESERVATION_START,
-    _START,
-    JobRecord,
-    LocalJobSpec,
-    SchedulingPolicy,
-    _Event,
-    _Job,
-    _Reservation,
+from coorm_bridge.batchsim.scheduler.admission import Admission
+from coorm_bridge.batchsim.scheduler.book import ReservationBook
+from coorm_bridge.batchsim.scheduler.conservative import ConservativePlanner
+from coorm_bridge.batchsim.scheduler.easy import EasyPlanner
+from coorm_bridge.batchsim.scheduler.events import (
+    ARRIVAL,
+    END,
+    NODE,
+    RESERVATION_END,
+    RESERVATION_START,
+    Calendar,
+    Event,
 )
-from coorm_bridge.batchsim.scheduler.reservations import ReservationsMixin
+from coorm_bridge.batchsim.scheduler.hostplan import FOREVER, HostPlan
+from coorm_bridge.batchsim.scheduler.hosts import Hosts
+from coorm_bridge.batchsim.scheduler.jobs import JobEntry, JobRecord, LocalJobSpec, SchedulingPolicy
+from coorm_bridge.batchsim.scheduler.queue import PendingQueue
+from coorm_bridge.batchsim.scheduler.reservations import Reservations
+from coorm_bridge.batchsim.scheduler.running import RunningJobs
 from coorm_bridge.core.batch import (
     ClusterSnapshot,
     Job,
     JobState,
-    Node,
     NodeState,
-    Refused,
     Reservation,
+    ReservationHandle,
+    ReservationSpec,
 )
-from coorm_bridge.core.model import NAME_PATTERN
 
-__all__ = ["JobRecord", "LocalJobSpec", "LocalScheduler", "SchedulingPolicy"]
+__all__ = ["LocalScheduler"]
 
 
-class LocalScheduler(ReservationsMixin, BackfillingMixin):
+class LocalScheduler:
     """The batch scheduler of one cluster; see the module docstring.
 
     Every call leaves the scheduler settled at :attr:`now`: jobs due now have started. Jobs
     submitted into a reservation use its cluster's policy among themselves, only on its hosts,
     and end at its end at the latest. When a reservation ends or is deleted, its pending jobs
-    are cancelled (they could never run). A reservation host that goes DOWN is replaced by a free
-    one at that moment when there is one (Slurm's REPLACE_DOWN), else kept; a DRAINED one is
-    kept. Scheduled node-state changes are faults: the planner does not foresee them.
-
-    The reservation and node calls (:meth:`create_reservation`, :meth:`update_reservation`,
-    :meth:`delete_reservation`, :meth:`set_node_state`) are in :mod:`.reservations`.
+    are cancelled (they could never run). Scheduled node-state changes are faults: the planner
+    does not foresee them.
     """
 
     def __init__(
@@ -81,73 +78,70 @@ class LocalScheduler(ReservationsMixin, BackfillingMixin):
         policy: SchedulingPolicy = SchedulingPolicy.CONSERVATIVE,
         start: int,
     ) -> None:
-        for name in (cluster, *hosts):
-            if not NAME_PATTERN.fullmatch(name):
-                raise ValueError(f"{name!r} is not a valid cluster or host name")
-        if not hosts:
-            raise ValueError(f"cluster {cluster} has no host")
-        if len(set(hosts)) != len(hosts):
-            raise ValueError(f"cluster {cluster} names a host twice")
+        self._hosts = Hosts(cluster, hosts)
         self.cluster = cluster
         self.policy = SchedulingPolicy(policy)
-        self._names = tuple(hosts)
-        self._index = {name: i for i, name in enumerate(self._names)}
-        self._states = [NodeState.UP] * len(self._names)
-        self._now = start
-        self._plan = HostPlan(start, (1 << len(self._names)) - 1)
-        self._jobs: dict[str, _Job] = {}  # every job ever submitted, in submission order
-        self._queue: dict[str, _Job] = {}  # pending jobs, in arrival order
-        self._running: dict[str, _Job] = {}
-        self._running_mask = 0
-        self._reservations: dict[str, _Reservation] = {}
-        self._events: list[_Event] = []
-        self._sequence = 0
-        self._arrivals = 0
-        self._node_changes: list[tuple[int, NodeState]] = []
-        self._nodes: tuple[Node, ...] | None = None
-        # Capacity freed since the plan was last settled, as regions (see _free): compression
-        # looks for earlier starts only where a window can use one of them.
-        self._freed: list[Region] = []
-        # Per partition (None: outside reservations), the queue position from which jobs lost
-        # their plan and must be placed again.
-        self._cuts: dict[str | None, int] = {}
-        self._full_pass = False  # EASY: try every pending job, not only new arrivals
+        self._calendar = calendar = Calendar(start)
+        self._plan = plan = HostPlan(start, self._hosts.every)
+        self._jobs: dict[str, JobEntry] = {}  # every job ever submitted, in submission order
+        self._queue = PendingQueue()
+        self._running = RunningJobs(self._hosts, plan, calendar)
+        self._book = ReservationBook()
+        planner = EasyPlanner if self.policy is SchedulingPolicy.EASY else ConservativePlanner
+        self._planner = planner(plan, self._queue, self._running, self._book, calendar)
+        self._admission = Admission(
+            cluster,
+            hosts=self._hosts,
+            plan=plan,
+            running=self._running,
+            book=self._book,
+            calendar=calendar,
+        )
+        self._reservations = Reservations(
+            hosts=self._hosts,
+            plan=plan,
+            book=self._book,
+            running=self._running,
+            planner=self._planner,
+            admission=self._admission,
+            calendar=calendar,
+        )
 
     # -- time -------------------------------------------------------------------------------
 
     @property
     def now(self) -> int:
-        return self._now
+        return self._calendar.now
 
     def advance(self, now: int) -> None:
         """Process, in time order, every event at or before ``now``; then stand at ``now``."""
-        if now < self._now:
-            raise ValueError(f"the scheduler cannot go back from {self._now} to {now}")
+        if now < self.now:
+            raise ValueError(f"the scheduler cannot go back from {self.now} to {now}")
         while (t := self.next_event_time()) is not None and t <= now:
             self._step(t)
-        self._now = now
+        self._calendar.move_to(now)
         self._plan.prune(now)
 
     def next_event_time(self) -> int | None:
         """When the scheduler next changes by itself (None: never, until someone acts)."""
-        events = self._events
-        while events and not self._live(events[0]):
-            heapq.heappop(events)
-        return events[0][0] if events else None
+        return self._calendar.next_time(self._live)
 
     # -- jobs -------------------------------------------------------------------------------
 
     def submit(self, spec: LocalJobSpec, at: int | None = None) -> str:
         """Queue a job now, or as a future arrival at ``at``; returns its id."""
-        if at is not None and at < self._now:
-            raise ValueError(f"cannot submit in the past ({at} < {self._now})")
-        self._check_job(spec)
-        job = _Job(spec, self._now if at is None else at)
+        now = self.now
+        if at is not None and at < now:
+            raise ValueError(f"cannot submit in the past ({at} < {now})")
+        if spec.id in self._jobs:
+            raise self._admission.refused(f"Duplicate job id: {spec.id} was already submitted")
+        self._admission.check_job(spec)
+        job = JobEntry(spec, now if at is None else at)
         self._jobs[spec.id] = job
-        if job.submit > self._now:
-            self._push(job.submit, _ARRIVAL, spec.id)
+        if job.submit > now:
+            self._calendar.push(job.submit, ARRIVAL, spec.id)
         else:
-            self._settle([job])
+            self._planner.settle([job])
         return spec.id
 
     def cancel(self, job_id: str) -> None:
@@ -159,11 +153,11 @@ class LocalScheduler(ReservationsMixin, BackfillingMixin):
             job.state = JobState.CANCELLED
             return
         if job.state is JobState.PENDING:
-            self._drop_pending(job)
-            self._full_pass = True
+            self._planner.drop(job)
+            self._planner.retry_all()
         else:
             self._end_job(job, JobState.CANCELLED)
-        self._settle()
+        self._planner.settle()
 
     def end(self, job_id: str, state: JobState) -> None:
         """A running job's process ended by itself: it ends now in ``state`` (completed or
@@ -171,14 +165,14 @@ class LocalScheduler(ReservationsMixin, BackfillingMixin):
         job = self._jobs[job_id]
         if job.state is JobState.RUNNING:
             self._end_job(job, state)
-            self._settle()
+            self._planner.settle()
 
     def job(self, job_id: str) -> Job:
         """A pending or running job as :class:`Job`; KeyError for any other."""
         job = self._jobs.get(job_id)
         if job is None or job.state not in (JobState.PENDING, JobState.RUNNING):
             raise KeyError(job_id)
-        return self._as_job(job)
+        return job.view()
 
     def job_state(self, job_id: str) -> JobState:
         """UNKNOWN for a job never seen, or not arrived yet."""
@@ -187,201 +181,137 @@ class LocalScheduler(ReservationsMixin, BackfillingMixin):
 
     def records(self) -> list[JobRecord]:
         """Every job ever submitted, in submission order."""
-        return [
-            JobRecord(
-                id=job.spec.id,
-                user=job.spec.user,
-                hosts=job.spec.hosts,
-                submit=job.submit,
-                start=job.start,
-                end=job.end,
-                state=job.state,
-                host_names=job.names,
-                reservation=job.spec.reservation,
-            )
-            for job in self._jobs.values()
-        ]
+        return [job.record() for job in self._jobs.values()]
+
+    # -- reservations -------------------------------------------------------------------------
+
+    def create_reservation(self, spec: ReservationSpec) -> ReservationHandle:
+        """Hold hosts for ``spec`` (see :meth:`.Reservations.create`)."""
+        handle = self._reservations.create(spec)
+        self._planner.settle()
+        return handle
+
+    def update_reservation(self, spec: ReservationSpec) -> ReservationHandle:
+        """Change the times, size or users of ``spec.name`` (see :meth:`.Reservations.update`)."""
+        handle = self._reservations.update(spec)
+        self._planner.settle()
+        return handle
+
+    def delete_reservation(self, name: str) -> None:
+        """Release a reservation (unknown: nothing); refused while jobs run in it, like Slurm."""
+        if self._reservations.delete(name):
+            self._planner.settle()
+
+    # -- nodes --------------------------------------------------------------------------------
+
+    def set_node_state(self, host: str, state: NodeState, at: int | None = None) -> None:
+        """A fault, a drain or a repair, now or at ``at``: DOWN kills the job on the host."""
+        index = self._hosts.index(host)
+        state = NodeState(state)
+        now = self.now
+        if at is not None and at < now:
+            raise ValueError(f"cannot change a node in the past ({at} < {now})")
+        if at is not None and at > now:
+            self._calendar.push(at, NODE, host, self._hosts.schedule(index, state))
+            return
+        self._apply_node_state(index, state)
+        self._planner.settle()
 
     # -- reading ----------------------------------------------------------------------------
 
     def snapshot(self) -> ClusterSnapshot:
         """Nodes, running and pending jobs (with predicted starts) and current reservations."""
-        if self._nodes is None:
-            self._nodes = tuple(
-                Node(name=name, state=state)
-                for name, state in zip(self._names, self._states, strict=True)
-            )
         jobs = sorted(
             (*self._running.values(), *self._queue.values()), key=lambda job: job.position
         )
-        reservations = sorted(self._reservations.values(), key=lambda r: (r.start, r.name))
+        names_of = self._hosts.names_of
         return ClusterSnapshot(
             cluster=self.cluster,
-            time=self._now,
-            nodes=self._nodes,
-            jobs=tuple(self._as_job(job) for job in jobs),
+            time=self.now,
+            nodes=self._hosts.nodes(),
+            jobs=tuple(job.view() for job in jobs),
             reservations=tuple(
                 Reservation(
                     name=r.name,
                     start=r.start,
                     end=r.end,
                     hosts=r.mask.bit_count(),
-                    host_names=self._host_names(r.mask),
+                    host_names=names_of(r.mask),
                     users=r.users,
                 )
-                for r in reservations
+                for r in self._book.in_time_order()
             ),
         )
 
     # -- events -----------------------------------------------------------------------------
 
-    def _push(self, time: int, kind: int, key: str, token: int = 0) -> None:
-        self._sequence += 1
-        heapq.heappush(self._events, (time, kind, self._sequence, key, token))
-
-    def _live(self, event: _Event) -> bool:
+    def _live(self, event: Event) -> bool:
         """Whether an event still means something (changed plans leave stale ones behind)."""
         time, kind, _, key, token = event
-        if kind == _NODE:
+        if kind == NODE:
             return True
-        if kind in (_RESERVATION_START, _RESERVATION_END):
-            # The time too: a reservation deleted and created again under its name starts its
-            # versions afresh, and its namesake's events must not end it.
-            reservation = self._reservations.get(key)
-            due = (
-                None
-                if reservation is None
-                else (reservation.end if kind == _RESERVATION_END else reservation.start)
-            )
-            return reservation is not None and reservation.version == token and due == time
+        if kind in (RESERVATION_START, RESERVATION_END):
+            return self._book.is_due(key, token, time, end=kind == RESERVATION_END)
         job = self._jobs[key]
-        if kind == _END:
+        if kind == END:
             return job.state is JobState.RUNNING and job.end_at == time
-        if kind == _ARRIVAL:
+        if kind == ARRIVAL:
             return job.state is JobState.UNKNOWN
         return job.state is JobState.PENDING and job.plan_start == time
 
     def _step(self, t: int) -> None:
         """Handle everything due at ``t``: ends, faults, arrivals, then the starts they allow."""
-        self._now = t
-        events = self._events
-        arrivals: list[_Job] = []
-        while events and events[0][0] == t and events[0][1] != _START:
-            event = heapq.heappop(events)
+        self._calendar.move_to(t)
+        planner = self._planner
+        arrivals: list[JobEntry] = []
+        for event in self._calendar.take_due(t):
             if not self._live(event):
                 continue
             kind, key, token = event[1], event[3], event[4]
-            if kind == _END:
+            if kind == END:
                 job = self._jobs[key]
                 self._end_job(job, JobState.FAILED if job.fails else JobState.COMPLETED)
-            elif kind == _RESERVATION_END:
-                self._close_reservation(self._reservations[key])
-                self._full_pass = True
-            elif kind == _NODE:
-                self._apply_node_state(*self._node_changes[token])
-            elif kind == _RESERVATION_START:
-                self._full_pass = True
+            elif kind == RESERVATION_END:
+                self._reservations.close(key)
+                planner.retry_all()
+            elif kind == NODE:
+                self._apply_node_state(*self._hosts.scheduled(token))
+            elif kind == RESERVATION_START:
+                planner.retry_all()
             else:
                 arrivals.append(self._jobs[key])
-        self._settle(arrivals)
+        planner.settle(arrivals)
 
-    # -- refusals ---------------------------------------------------------------------------
+    # -- changes ------------------------------------------------------------------------------
 
-    def _refused(self, message: str, retry_after: int | None = None) -> Refused:
-        return Refused(f"{self.cluster}: {message}", cluster=self.cluster, retry_after=retry_after)
-
-    def _check_job(self, spec: LocalJobSpec) -> None:
-        if spec.id in self._jobs:
-            raise self._refused(f"Duplicate job id: {spec.id} was already submitted")
-        if spec.hosts > len(self._names):
-            raise self._refused(
-                f"Requested node configuration is not available: {spec.hosts} hosts asked, "
-                f"{self.cluster} has {len(self._names)}"
-            )
-        if spec.reservation is None:
-            return
-        reservation = self._reservations.get(spec.reservation)
-        if reservation is None:
-            raise self._refused(
-                f"Requested reservation is invalid: no reservation {spec.reservation}"
-            )
-        if spec.user not in reservation.users:
-            raise self._refused(
-                f"Access denied to requested reservation: {spec.user} is not a user of "
-                f"{spec.reservation}"
-            )
-        if spec.hosts > reservation.mask.bit_count():
-            raise self._refused(
-                f"Requested node configuration is not available: {spec.hosts} hosts asked, "
-                f"reservation {spec.reservation} holds {reservation.mask.bit_count()}"
-            )
-
-    # -- running jobs -----------------------------------------------------------------------
-
-    def _start(self, job: _Job, mask: int, bound: int) -> None:
-        """Run ``job`` now on ``mask`` (already held in the plan until ``bound``)."""
-        if mask & ~self._plan.up or mask & self._running_mask:
-            raise RuntimeError(f"scheduler bug: job {job.spec.id} planned on unavailable hosts")
-        now = self._now
-        del self._queue[job.spec.id]
-        self._running[job.spec.id] = job
-        self._running_mask |= mask
-        job.state = JobState.RUNNING
-        job.start = now
-        job.mask = mask
-        job.names = self._host_names(mask)
-        job.plan_start = None
-        self._set_bound(job, bound)
-
-    def _set_bound(self, job: _Job, bound: int) -> None:
-        """When a running job must end; it really ends at the earlier of that and its runtime."""
-        assert job.start is not None
-        job.bound = bound
-        job.fails = job.spec.runtime > bound - job.start
-        job.end_at = job.start + min(job.spec.runtime, bound - job.start)
-        self._push(job.end_at, _END, job.spec.id)
-
-    def _end_job(self, job: _Job, state: JobState) -> None:
-        now = self._now
-        del self._running[job.spec.id]
-        self._running_mask &= ~job.mask
-        job.state = state
-        job.end = now
+    def _end_job(self, job: JobEntry, state: JobState) -> None:
+        """A running job ends now; what it held until its bound goes back to the plan."""
+        now = self.now
+        self._running.end(job, state)
         if now < job.bound:
             self._plan.release(job.mask, now, job.bound)
-            self._free(job.mask, now, job.bound)
-        self._full_pass = True
+            self._planner.freed(job.mask, now, job.bound)
+        self._planner.retry_all()
 
-    def _own_running(self, name: str) -> list[_Job]:
-        return [job for job in self._running.values() if job.spec.reservation == name]
-
-    # -- views ------------------------------------------------------------------------------
-
-    def _host_names(self, mask: int) -> tuple[str, ...]:
-        names = self._names
-        return tuple(names[i] for i in bit_indices(mask))
-
-    def _as_job(self, job: _Job) -> Job:
-        spec = job.spec
-        if job.state is JobState.RUNNING:
-            assert job.start is not None
-            return Job(
-                id=spec.id,
-                user=spec.user,
-                state=JobState.RUNNING,
-                hosts=spec.hosts,
-                host_names=job.names,
-                walltime=job.bound - job.start,
-                start=job.start,
-                reservation=spec.reservation,
-            )
-        start = job.plan_start
-        return Job(
-            id=spec.id,
-            user=spec.user,
-            state=JobState.PENDING,
-            hosts=spec.hosts,
-            walltime=spec.walltime if start is None else job.plan_end - start,
-            start=start,
-            reservation=spec.reservation,
-        )
+    def _apply_node_state(self, index: int, state: NodeState) -> None:
+        """A host's new state: back UP, its capacity is freed; DOWN or DRAINED, it leaves the
+        plan (DOWN kills its job and has it replaced in reservations), breaking plans on it."""
+        hosts, plan, planner = self._hosts, self._plan, self._planner
+        old = hosts.state(index)
+        if state is old:
+            return
+        hosts.set_state(index, state)
+        bit = 1 << index
+        if state is NodeState.UP:
+            plan.set_up(plan.up | bit)
+            planner.freed(bit, self.now, FOREVER)
+            planner.retry_all()
+            return
+        if old is NodeState.UP:
+            plan.set_up(plan.up & ~bit)
+        if state is NodeState.DOWN:
+            victim = self._running.on(bit)
+            if victim is not None:
+                self._end_job(victim, JobState.FAILED)
+            self._reservations.replace_down(bit)
+        planner.broken()
