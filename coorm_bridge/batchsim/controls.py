@@ -19,14 +19,17 @@ from coorm_bridge.core.batch import AdapterError, NodeState
 from coorm_bridge.core.model import ClusterInfo, Link
 
 if TYPE_CHECKING:
+    from coorm_bridge.batchsim.simulation import Simulation
     from coorm_bridge.batchsim.site import Site
 
 
 class SiteControls:
-    """The controls of one :class:`.Site` (its :attr:`~.Site.controls`)."""
+    """The controls of one :class:`.Site` (its :attr:`~.Site.controls`), whose state is
+    ``simulation``."""
 
-    def __init__(self, site: Site) -> None:
+    def __init__(self, site: Site, simulation: Simulation) -> None:
         self._site = site
+        self._simulation = simulation
 
     # -- time ---------------------------------------------------------------------------------
 
@@ -38,11 +41,7 @@ class SiteControls:
         if not isinstance(clock, VirtualClock):
             raise AdapterError("run_until needs a virtual clock; a wall clock runs by itself")
         with site.lock:
-            while True:
-                upcoming = [s.next_event_time() for s in site.schedulers.values()]
-                due = min((u for u in upcoming if u is not None and u <= t), default=None)
-                if due is None:
-                    break
+            while (due := self._simulation.next_event_time()) is not None and due <= t:
                 clock.advance_to(max(due, clock.now()))
                 site.sync()
             clock.advance_to(max(t, clock.now()))
@@ -51,8 +50,7 @@ class SiteControls:
     def next_event_time(self) -> int | None:
         """When the site next changes by itself (None: idle until someone acts)."""
         with self._site.lock:
-            upcoming = [s.next_event_time() for s in self._site.schedulers.values()]
-            return min((u for u in upcoming if u is not None), default=None)
+            return self._simulation.next_event_time()
 
     # -- faults -------------------------------------------------------------------------------
 

@@ -85,7 +85,7 @@ class Site:
             except BaseException:
                 self._recorder.journal.close()
                 raise
-        self.controls = SiteControls(self)
+        self.controls = SiteControls(self, self._simulation)
         """Virtual time, faults and changes of the site, for tests and experiments."""
 
     @property
@@ -132,7 +132,7 @@ class Site:
         now = self.sync()
         shots = {}
         for name in names:
-            shots[name] = self.answering(name, now).snapshot()
+            shots[name] = self._answering(name, now).snapshot()
         return PlatformSnapshot(time=now, clusters=shots)
 
     def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
@@ -164,7 +164,7 @@ class Site:
 
     @_locked
     def job_state(self, cluster: str, job_id: str) -> JobState:
-        return self.answering(cluster, self.sync()).job_state(job_id)
+        return self._answering(cluster, self.sync()).job_state(job_id)
 
     def close(self) -> None:
         """Close the journal, if any (its lock is released; the site is kept in it)."""
@@ -195,9 +195,9 @@ class Site:
         self._simulation.advance(now)
         return now
 
-    def answering(self, cluster: str, now: int) -> LocalScheduler:
+    def _answering(self, cluster: str, now: int) -> LocalScheduler:
         """``cluster``'s scheduler, unless the site cannot be used or its batch system is in
-        an outage at ``now`` (Unavailable); call it holding :attr:`lock`."""
+        an outage at ``now`` (Unavailable); called holding :attr:`lock`."""
         self._check_usable(cluster)
         return self._simulation.answering(cluster, now)
 
