@@ -1,4 +1,4 @@
-"""Clocks for the mock platform: the same simulator code runs on virtual or accelerated time.
+"""Simulated time: the same simulator code runs on a virtual clock or on accelerated real time.
 
 Tests and benchmarks want whole days of batch-system activity in milliseconds and the exact same
 run every time: :class:`VirtualClock` is a discrete-event clock that only moves when told to.

@@ -73,7 +73,7 @@ class Entry:
 
 
 class Journal:
-    """One journal file; see the module docstring. Not thread-safe: the adapter's lock
+    """One journal file; see the module docstring. Not thread-safe: the site's lock
     serialises its use. ``readonly`` opens it for reading only, without the writer's lock."""
 
     def __init__(self, path: Path | str, *, readonly: bool = False) -> None:

@@ -1,6 +1,6 @@
 """The background load of a platform file as the local jobs each cluster's users submit.
 
-Apart from the adapter because it is the one place where outside data (SWF traces, the platform
+Apart from the site because it is the one place where outside data (SWF traces, the platform
 file's synthetic parameters) becomes simulated jobs: here every job is put within the platform's
 limits (:mod:`.limits`), so a trace with a corrupt record or a load stretched past year 9999
 never reaches the bridge as a time it cannot store. Jobs out of range are left out and counted
