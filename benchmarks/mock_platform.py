@@ -14,10 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import parse_platform
-from coorm_bridge.adapters.mock.traces import trace_path
+from coorm_bridge.batchsim import Site, VirtualClock, parse_platform, trace_path
 
 DATA = trace_path("nasa").parent
 START = 1_700_000_000
@@ -70,22 +67,22 @@ def main() -> None:
     per = args.jobs // 4
     spec = parse_platform(PLATFORM.format(start=START, per=per), base_dir=DATA)
     clock = VirtualClock(START)
-    platform = MockAdapter(spec, clock)
-    jobs = sum(len(s.records()) for s in platform.schedulers.values())
+    site = Site(spec, clock)
+    jobs = sum(len(s.records()) for s in site.schedulers.values())
 
     begin = time.process_time()
     events = 0
-    while (due := platform.next_event_time()) is not None:
-        platform.run_until(due)
+    while (due := site.controls.next_event_time()) is not None:
+        site.controls.run_until(due)
         events += 1
     seconds = time.process_time() - begin
 
-    records = [r for s in platform.schedulers.values() for r in s.records()]
+    records = [r for s in site.schedulers.values() for r in s.records()]
     finished = sum(r.end is not None for r in records)
     assert finished == jobs, (finished, jobs)
     span_days = (clock.now() - START) / 86_400
     print(
-        f"mock_replay jobs={jobs} clusters={len(platform.schedulers)} seconds={seconds:.2f} "
+        f"mock_replay jobs={jobs} clusters={len(site.schedulers)} seconds={seconds:.2f} "
         f"events={events} simulated_days={span_days:.0f}"
     )
 

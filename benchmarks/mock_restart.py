@@ -19,11 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME, Anchor, Journal
-from coorm_bridge.adapters.mock.platform import load_platform
 from coorm_bridge.adapters.mock.plugin import resume
+from coorm_bridge.batchsim import FILE_NAME, Anchor, Journal, Site, VirtualClock, load_platform
 from coorm_bridge.core.batch import Refused, ReservationSpec
 
 START = 1_700_000_000
@@ -32,27 +29,27 @@ START = 1_700_000_000
 def record(path: Path, days: int, calls: int) -> int:
     """Run the default platform for ``days`` with ``calls`` journaled reservation operations;
     returns the simulated time it ends at."""
-    platform = MockAdapter(load_platform(), VirtualClock(START), journal=Journal(path))
+    site = Site(load_platform(), VirtualClock(START), journal=Journal(path))
     rng = random.Random(1)
-    clusters = [c.name for c in platform.clusters()]
+    clusters = [c.name for c in site.clusters()]
     end = START + days * 86_400
     step = (end - START) // calls
     held: list[tuple[str, str, int, int]] = []
     made = 0
-    while platform.journal is not None and len(platform.journal) < calls:
-        platform.run_until(min(end - 1, START + made * step))
-        now = platform.now()
+    while site.journal is not None and len(site.journal) < calls:
+        site.controls.run_until(min(end - 1, START + made * step))
+        now = site.now()
         held = [h for h in held if h[3] > now]
         try:
             if held and rng.random() < 0.3:
                 cluster, name, start, stop = held.pop(rng.randrange(len(held)))
-                platform.delete_reservation(cluster, name)
+                site.delete_reservation(cluster, name)
             elif held and rng.random() < 0.4:
                 cluster, name, start, stop = rng.choice(held)
                 spec = ReservationSpec(
                     name=name, start=start, end=stop + 600, hosts=2, users=("alice",)
                 )
-                platform.update_reservation(cluster, spec)
+                site.update_reservation(cluster, spec)
                 held = [h if h[1] != name else (cluster, name, start, stop + 600) for h in held]
             else:
                 cluster = rng.choice(clusters)
@@ -62,13 +59,13 @@ def record(path: Path, days: int, calls: int) -> int:
                 spec = ReservationSpec(
                     name=name, start=start, end=stop, hosts=rng.randint(1, 4), users=("alice",)
                 )
-                platform.create_reservation(cluster, spec)
+                site.create_reservation(cluster, spec)
                 held.append((cluster, name, start, stop))
         except Refused:
             pass
         made += 1
-    platform.run_until(end)
-    platform.close()
+    site.controls.run_until(end)
+    site.close()
     return end
 
 

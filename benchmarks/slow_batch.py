@@ -26,8 +26,7 @@ from pathlib import Path
 import requests
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.batchsim import WallClock, parse_platform
 from coorm_bridge.core.batch import ReservationHandle, ReservationSpec
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.http.app import create_app

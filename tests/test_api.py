@@ -12,8 +12,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.batchsim import WallClock, parse_platform
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.http.app import create_app
 from coorm_bridge.protocol import MAX_BODY

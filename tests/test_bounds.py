@@ -17,8 +17,7 @@ from hypothesis import strategies as st
 
 from coorm_bridge.adapters.batch.estimate import estimate_starts
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.batchsim import WallClock, parse_platform
 from coorm_bridge.core.batch import ClusterSnapshot, Job, JobState, Node
 from coorm_bridge.core.model import (
     MAX_COUNT,

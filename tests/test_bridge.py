@@ -9,8 +9,7 @@ from __future__ import annotations
 import pytest
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.batch import AdapterError, JobSpec, NodeState, ReservationSpec
 from coorm_bridge.core.model import Filter, Link
 from coorm_bridge.core.policy import PolicyConfig

@@ -24,9 +24,7 @@ from typing import Any
 import pytest
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME, Journal
-from coorm_bridge.adapters.mock.platform import load_platform
+from coorm_bridge.batchsim import FILE_NAME, Journal, VirtualClock, load_platform
 from coorm_bridge.core.batch import ClusterSnapshot, JobState
 from coorm_bridge.core.messages import StartEvent
 from coorm_bridge.core.model import Filter, Request, Submission

@@ -19,9 +19,8 @@ from fastapi.testclient import TestClient
 from pydantic import TypeAdapter, ValidationError
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.adapters.slurm import commands
+from coorm_bridge.batchsim import WallClock, parse_platform
 from coorm_bridge.cli.status import escaped, show_status
 from coorm_bridge.core.batch import JobSpec, ReservationSpec
 from coorm_bridge.core.model import Filter, Label, UserName

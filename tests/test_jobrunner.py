@@ -17,8 +17,7 @@ import pytest
 
 from coorm_bridge.adapters.frontend import FrontEnd, ProcessSpec
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.batch import JobSpec, JobState, NodeState
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig

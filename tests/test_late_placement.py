@@ -10,8 +10,7 @@ as a call that waited a second for a busy machine would find it.
 from __future__ import annotations
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.batch import ReservationHandle, ReservationSpec
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig

@@ -1,8 +1,10 @@
 """The package's layers, as its imports draw them: dependencies point one way, from the core out.
 
 core → adapters (interface) → store → placement → service → http → cli, with ``protocol`` (the
-launcher protocol's bodies) and ``paths`` beside the core, the launchers on the protocol only, and
-the experiments (``sim``) beside the service, on the policy, placement, selectors and the mock.
+launcher protocol's bodies) and ``paths`` beside the core, the launchers on the protocol only,
+the simulated batch system (``batchsim``) on the core alone, under the mock adapter and the
+experiments only, and the experiments (``sim``) beside the service, on the policy, placement,
+selectors, the simulated batch system and the mock.
 Read from the installed package's source, every import counted (inside functions and
 ``TYPE_CHECKING`` blocks too): a wrong-way import fails here before it tangles the graph.
 """
@@ -21,6 +23,7 @@ import coorm_bridge.launchers
 #: Which layers each layer may import (besides itself and the package root's version).
 ALLOWED = {
     "core": set(),
+    "batchsim": {"core"},
     "paths": set(),
     "protocol": {"core"},
     "adapters": {"core"},
@@ -41,7 +44,7 @@ ALLOWED = {
         "launchers",
     },
     # coorm-sim: the policy, placement and selectors driven in virtual time (no store, no server).
-    "sim": {"core", "paths", "protocol", "adapters", "placement", "launchers"},
+    "sim": {"core", "paths", "protocol", "adapters", "placement", "launchers", "batchsim"},
 }
 #: Batch systems plug in through the entry-point group: nothing outside adapters/ names one.
 CONCRETE_ADAPTERS = (
@@ -53,9 +56,17 @@ CONCRETE_ADAPTERS = (
 #: adapter's command builders and parsers and the adapters' runners (never the daemon's side),
 #: and only when a cluster of that kind is deployed on.
 DEPLOYERS = "coorm_bridge.launchers.deploy."
-#: And the experiments: they run on the mock platform, its local schedulers and its traces.
+#: And the experiments: they place applications through the mock adapter (an Adapter over the
+#: simulated batch system, which they otherwise use directly).
 SIMULATOR = "coorm_bridge.sim"
 MOCK = "coorm_bridge.adapters.mock"
+#: The simulated batch system: the mock adapter is the one adapter over it.
+BATCHSIM = "coorm_bridge.batchsim"
+
+
+def mock_may_import(module: str, target: str) -> bool:
+    """Whether ``module`` is the mock adapter's and ``target`` the simulated batch system."""
+    return (module == MOCK or module.startswith(f"{MOCK}.")) and layer_of(target) == "batchsim"
 
 
 def deployer_may_import(module: str, target: str) -> bool:
@@ -128,7 +139,7 @@ def test_imports_point_from_the_core_outwards():
             theirs = layer_of(target)
             if theirs in ("root", mine) or theirs in ALLOWED[mine]:
                 continue
-            if deployer_may_import(module, target):
+            if deployer_may_import(module, target) or mock_may_import(module, target):
                 continue
             wrong.append(f"{module} ({mine}) imports {target} ({theirs})")
     assert not wrong, "imports against the layers:\n" + "\n".join(wrong)
@@ -145,6 +156,27 @@ def test_no_layer_names_a_batch_system():
     ]
     assert not named, "found outside adapters/, where only the registry should find them:\n" + (
         "\n".join(named)
+    )
+
+
+def test_the_simulated_batch_system_is_used_through_its_public_api():
+    """The mock adapter, the experiments, the tests and the benchmarks import
+    ``coorm_bridge.batchsim`` itself, never one of its modules: its parts may change."""
+    root = Path(__file__).resolve().parent.parent
+    scripts = {
+        f"{folder}.{path.stem}": path
+        for folder in ("tests", "benchmarks")
+        for path in (root / folder).rglob("*.py")
+    }
+    inside = [
+        f"{module} imports {target}"
+        for module, path in sorted({**package_modules(), **scripts}.items())
+        if layer_of(module) != "batchsim"
+        for target in sorted(imports_of(path, module))
+        if target.startswith(f"{BATCHSIM}.")
+    ]
+    assert not inside, "the simulated batch system's modules imported from outside:\n" + (
+        "\n".join(inside)
     )
 
 

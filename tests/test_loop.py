@@ -7,8 +7,7 @@ import time
 from datetime import timedelta
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.batchsim import WallClock, parse_platform
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.loop import Loop

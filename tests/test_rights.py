@@ -13,8 +13,7 @@ import logging
 from prometheus_client.core import Metric
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.cli import status
 from coorm_bridge.core.batch import LacksRights, ReservationHandle, ReservationSpec
 from coorm_bridge.core.model import Filter

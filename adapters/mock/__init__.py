@@ -1,8 +1,6 @@
-"""The simulated platform; see swf, clock and journal.
-
-The mock adapter replays workloads on virtual clusters so that the bridge can be tested and
-benchmarked without a real batch system: :mod:`.swf` turns Parallel Workloads Archive traces (or
-seeded synthetic load) into replayable jobs, :mod:`.clock` provides the virtual and
-accelerated wall clocks that drive the simulation, and :mod:`.journal` keeps a daemon's platform
-across restarts (``python -m coorm_bridge.adapters.mock STATE_DIR`` shows what it holds).
+"""The mock adapter: the bridge's :class:`~coorm_bridge.adapters.base.Adapter` over the simulated
+batch system of :mod:`coorm_bridge.batchsim`, its plug-in (``kind = "mock"``), and the front end
+that runs launchers' jobs as processes on this host (the simulated batch system has no commands a
+launcher could submit with). ``python -m coorm_bridge.adapters.mock STATE_DIR`` shows what a
+daemon's saved platform holds.
 """

@@ -16,10 +16,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME, Journal
-from coorm_bridge.adapters.mock.platform import load_platform
+from coorm_bridge.batchsim import FILE_NAME, Journal, Site, VirtualClock, load_platform
 from coorm_bridge.core.batch import AdapterError, Unavailable
 
 
@@ -29,14 +26,14 @@ def show(state_dir: Path, platform: Path | None) -> dict[str, object]:
         now = journal.resume_time(time.time())
         if now is None:
             raise AdapterError(f"{journal.path}: no saved platform state here")
-        adapter = MockAdapter(load_platform(platform), VirtualClock(now), journal=journal)
+        site = Site(load_platform(platform), VirtualClock(now), journal=journal)
         clusters: dict[str, object] = {}
-        for name in adapter.schedulers:
+        for name in site.schedulers:
             try:
-                clusters[name] = adapter.snapshot([name]).clusters[name].model_dump(mode="json")
+                clusters[name] = site.snapshot([name]).clusters[name].model_dump(mode="json")
             except Unavailable as error:
                 clusters[name] = {"unavailable": str(error)}
-        return {"time": now, "start": adapter.start, "calls": len(journal), "clusters": clusters}
+        return {"time": now, "start": site.start, "calls": len(journal), "clusters": clusters}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -29,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from coorm_bridge.adapters.frontend import FrontEnd, Launched, Outcome, ProcessSpec
-from coorm_bridge.adapters.mock.simulation import RUNTIME_KEY
+from coorm_bridge.batchsim import RUNTIME_KEY
 from coorm_bridge.core.batch import AdapterError, JobSpec, JobState
 from coorm_bridge.core.model import MAX_DURATION
 

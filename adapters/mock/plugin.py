@@ -1,9 +1,10 @@
 """``[adapter]`` with ``kind = "mock"``: the simulated platform, on the wall clock, kept in the
 daemon's state folder so that it outlives the daemon as a real batch system would.
 
-At start the platform is rebuilt from its journal (:mod:`.journal`): its jobs and reservations
-are back, and its time is where it would be had it kept running while the daemon was down (the
-downtime at the speed-up that was in force then), never earlier than a time it recorded. A
+At start the platform is rebuilt from its journal (:class:`coorm_bridge.batchsim.Journal`): its
+jobs and reservations are back, and its time is where it would be had it kept running while the
+daemon was down (the downtime at the speed-up that was in force then), never earlier than a time
+it recorded (:func:`coorm_bridge.batchsim.resumed_clock`). A
 platform file with a fixed ``start`` sets the time of the very first start only. A changed
 platform file (or trace) is refused with a message saying how to start afresh.
 """
@@ -12,18 +13,21 @@ from __future__ import annotations
 
 import logging
 import os
-import time
 from pathlib import Path
 from typing import Annotated, Literal
 
 from pydantic import Field
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME, Anchor, Journal
-from coorm_bridge.adapters.mock.limits import SPEEDUP_LIMIT
-from coorm_bridge.adapters.mock.platform import PlatformSpec, load_platform
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin, AdapterSettings
+from coorm_bridge.batchsim import (
+    FILE_NAME,
+    SPEEDUP_LIMIT,
+    Journal,
+    PlatformSpec,
+    load_platform,
+    resumed_clock,
+)
 
 
 class MockSettings(AdapterSettings):
@@ -90,12 +94,7 @@ def resume(
     process, or unreadable."""
     journal = Journal(path)
     try:
-        journal.check(spec.identity())  # before writing anything to it
-        wall = time.time()
-        resumed = journal.resume_time(wall)
-        now = resumed if resumed is not None else spec.start if spec.start is not None else wall
-        clock = WallClock(speedup=speedup, origin=int(now))
-        journal.set_anchor(Anchor(time=int(now), wall=wall, speedup=speedup))
+        clock = resumed_clock(journal, spec, speedup)
         return MockAdapter(
             spec, clock, journal=journal, jobs=jobs, run_jobs=run_jobs, private=private
         )

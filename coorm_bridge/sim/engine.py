@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from time import process_time
 
-from coorm_bridge.adapters.mock.platform import PlatformSpec
+from coorm_bridge.batchsim import PlatformSpec
 from coorm_bridge.core.messages import availability_changes
 from coorm_bridge.core.model import Request
 from coorm_bridge.core.policy import Application, Plan, Policy, PolicyConfig

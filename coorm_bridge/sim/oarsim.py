@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from time import process_time
 
-from coorm_bridge.adapters.mock.platform import PlatformSpec
+from coorm_bridge.batchsim import PlatformSpec
 from coorm_bridge.core.model import Request
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.launchers.selectors.moldable import Moldable

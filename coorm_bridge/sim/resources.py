@@ -9,7 +9,7 @@ intercontinental path. The figures are typical ones, not measurements.
 
 from __future__ import annotations
 
-from coorm_bridge.adapters.mock.platform import ClusterSpec, PlatformSpec
+from coorm_bridge.batchsim import ClusterSpec, PlatformSpec
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
 
 #: The paper's cluster size.

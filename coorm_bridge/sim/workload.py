@@ -31,8 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cache
 
-from coorm_bridge.adapters.mock.swf import ReplayJob, read_swf, replay_jobs
-from coorm_bridge.adapters.mock.traces import trace_path
+from coorm_bridge.batchsim import ReplayJob, read_swf, replay_jobs, trace_path
 from coorm_bridge.launchers.selectors.base import Selector
 from coorm_bridge.launchers.selectors.cem import CEM, CEMParams
 from coorm_bridge.launchers.selectors.moldable import Moldable, MoldableParams

@@ -25,9 +25,6 @@ from coorm_bridge.adapters.mixed.plugin import create
 from coorm_bridge.adapters.mixed.settings import MixedSettings
 from coorm_bridge.adapters.mock import plugin as mock_plugin
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock, WallClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME
-from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.adapters.mock.plugin import MockSettings
 from coorm_bridge.adapters.oar.adapter import OarAdapter
 from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
@@ -36,6 +33,7 @@ from coorm_bridge.adapters.registry import AdapterContext
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.command_backend import CliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
+from coorm_bridge.batchsim import FILE_NAME, VirtualClock, WallClock, parse_platform
 from coorm_bridge.core.batch import (
     AdapterError,
     ClusterSnapshot,

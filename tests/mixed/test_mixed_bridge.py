@@ -14,8 +14,7 @@ import pytest
 
 from coorm_bridge.adapters.mixed.adapter import BatchSystem, MixedAdapter
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import WallClock
-from coorm_bridge.adapters.mock.platform import parse_platform
+from coorm_bridge.batchsim import WallClock, parse_platform
 from coorm_bridge.core.messages import StartEvent
 from coorm_bridge.core.model import ClusterInfo, Filter, Submission
 from coorm_bridge.core.policy import PolicyConfig

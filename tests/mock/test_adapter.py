@@ -5,11 +5,17 @@ import time
 
 import pytest
 
-from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock, WallClock
-from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
-from coorm_bridge.adapters.mock.swf import read_swf, replay_jobs
-from coorm_bridge.adapters.mock.traces import trace_path
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.batchsim import (
+    RUNTIME_KEY,
+    VirtualClock,
+    WallClock,
+    load_platform,
+    parse_platform,
+    read_swf,
+    replay_jobs,
+    trace_path,
+)
 from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,

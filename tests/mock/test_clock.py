@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from coorm_bridge.adapters.mock.clock import Clock, VirtualClock, WallClock
+from coorm_bridge.batchsim import Clock, VirtualClock, WallClock
 
 
 def recorder(log, label, clock):

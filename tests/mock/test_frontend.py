@@ -17,11 +17,10 @@ import pytest
 from coorm_bridge.adapters.frontend import Launched, Outcome, ProcessSpec
 from coorm_bridge.adapters.mock import frontend
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
 from coorm_bridge.adapters.mock.frontend import ProcessFrontEnd
-from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.adapters.mock.plugin import MockSettings, create
 from coorm_bridge.adapters.registry import AdapterContext
+from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.batch import JobSpec, JobState, ReservationSpec
 
 PY = sys.executable

@@ -10,9 +10,7 @@ import textwrap
 
 import pytest
 
-from coorm_bridge.adapters.mock import calls
-from coorm_bridge.adapters.mock.journal import Anchor, Journal
-from coorm_bridge.adapters.mock.limits import MAX_TIME
+from coorm_bridge.batchsim import MAX_TIME, Anchor, Journal, calls
 from coorm_bridge.core.batch import AdapterError, JobSpec, NodeState, ReservationSpec
 from coorm_bridge.core.model import Link
 
@@ -174,8 +172,7 @@ def test_a_torn_last_write_is_ignored_and_the_ones_before_kept(tmp_path):
 WRITER = textwrap.dedent(
     """
     import sys
-    from coorm_bridge.adapters.mock import calls
-    from coorm_bridge.adapters.mock.journal import Journal
+    from coorm_bridge.batchsim import Journal, calls
     journal = Journal(sys.argv[1])
     journal.claim("id", 1000)
     call = calls.DeleteReservation(cluster="a", name="r" * 40)

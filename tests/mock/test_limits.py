@@ -8,11 +8,18 @@ import time
 import pytest
 from pydantic import ValidationError
 
-from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock, WallClock
-from coorm_bridge.adapters.mock.limits import MAX_DURATION, MAX_SPEEDUP, MAX_TIME
-from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
+from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.plugin import MockSettings
+from coorm_bridge.batchsim import (
+    MAX_DURATION,
+    MAX_SPEEDUP,
+    MAX_TIME,
+    RUNTIME_KEY,
+    VirtualClock,
+    WallClock,
+    load_platform,
+    parse_platform,
+)
 from coorm_bridge.core.batch import AdapterError, JobSpec, ReservationSpec
 from coorm_bridge.core.model import describe
 from coorm_bridge.core.profile import FOREVER

@@ -8,13 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.journal import FILE_NAME, Anchor, Journal
-from coorm_bridge.adapters.mock.platform import load_platform, parse_platform
+from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.plugin import MockSettings, create, resume
-from coorm_bridge.adapters.mock.traces import trace_path
 from coorm_bridge.adapters.registry import AdapterContext
+from coorm_bridge.batchsim import (
+    FILE_NAME,
+    RUNTIME_KEY,
+    Anchor,
+    Journal,
+    VirtualClock,
+    load_platform,
+    parse_platform,
+    trace_path,
+)
 from coorm_bridge.core.batch import (
     AdapterError,
     JobSpec,

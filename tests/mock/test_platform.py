@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.mock.platform import (
+from coorm_bridge.batchsim import (
     SyntheticLoad,
     TraceLoad,
     load_platform,

@@ -10,13 +10,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.adapters.mock.scheduler import (
+from coorm_bridge.batchsim import (
     LocalJobSpec,
     LocalScheduler,
     SchedulingPolicy,
+    read_swf,
+    replay_jobs,
+    trace_path,
 )
-from coorm_bridge.adapters.mock.swf import read_swf, replay_jobs
-from coorm_bridge.adapters.mock.traces import trace_path
 from coorm_bridge.core.batch import JobState, NodeState, Refused, ReservationSpec
 
 CBF = SchedulingPolicy.CONSERVATIVE

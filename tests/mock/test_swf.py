@@ -5,15 +5,15 @@ import shutil
 
 import pytest
 
-from coorm_bridge.adapters.mock.swf import (
+from coorm_bridge.batchsim import (
     ReplayJob,
     SwfStatus,
     parse_swf,
     read_swf,
     replay_jobs,
     synthetic_jobs,
+    trace_path,
 )
-from coorm_bridge.adapters.mock.traces import trace_path
 
 DATA = trace_path("nasa").parent
 NASA = DATA / "NASA-iPSC-1993-3.1-cln.swf.gz"

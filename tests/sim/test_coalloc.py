@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.mock.scheduler import LocalJobSpec
+from coorm_bridge.batchsim import LocalJobSpec
 from coorm_bridge.sim.coalloc import METRICS, Coalloc, CoallocSpec
 from coorm_bridge.sim.coupling.bridge import HOLD_AT_ONCE, run_bridge
 from coorm_bridge.sim.coupling.measure import STRATEGIES, Knobs, background_starts, measure

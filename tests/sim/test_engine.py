@@ -6,7 +6,7 @@ import statistics
 
 import pytest
 
-from coorm_bridge.adapters.mock.platform import ClusterSpec, PlatformSpec
+from coorm_bridge.batchsim import ClusterSpec, PlatformSpec
 from coorm_bridge.launchers.selectors.moldable import Moldable, MoldableParams
 from coorm_bridge.sim.engine import Engine
 from coorm_bridge.sim.oarsim import OarSim

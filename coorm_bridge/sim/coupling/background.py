@@ -19,9 +19,7 @@ import random
 from dataclasses import dataclass
 from functools import cache
 
-from coorm_bridge.adapters.mock.scheduler import LocalJobSpec
-from coorm_bridge.adapters.mock.swf import ReplayJob, read_swf, replay_jobs
-from coorm_bridge.adapters.mock.traces import trace_path
+from coorm_bridge.batchsim import LocalJobSpec, ReplayJob, read_swf, replay_jobs, trace_path
 from coorm_bridge.sim.coupling.platform import BACKGROUND, BackgroundJob
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from coorm_bridge.adapters.mock.scheduler import JobRecord
+from coorm_bridge.batchsim import JobRecord
 from coorm_bridge.sim.coupling.bridge import HOLD_AT_ONCE, run_bridge
 from coorm_bridge.sim.coupling.platform import BACKGROUND, Outcome, Scenario, finish, records
 from coorm_bridge.sim.coupling.viola import run_viola

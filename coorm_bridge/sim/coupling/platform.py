@@ -10,10 +10,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from coorm_bridge.adapters.mock.adapter import RUNTIME_KEY, MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import ClusterSpec, PlatformSpec
-from coorm_bridge.adapters.mock.scheduler import JobRecord, LocalJobSpec, LocalScheduler
+from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.batchsim import (
+    RUNTIME_KEY,
+    ClusterSpec,
+    JobRecord,
+    LocalJobSpec,
+    LocalScheduler,
+    PlatformSpec,
+    VirtualClock,
+)
 from coorm_bridge.core.batch import JobSpec, JobState, ReservationHandle
 
 #: Who runs the coupled application (its jobs and the reservations that admit them).
@@ -47,7 +53,10 @@ class Scenario:
     duration: int
 
     def platform(self) -> MockAdapter:
-        """The site at ``start``, its background queued as future arrivals, on a virtual clock."""
+        """The site at ``start``, its background queued as future arrivals, on a virtual clock.
+
+        Behind the mock adapter because the bridge's strategy places through the adapter
+        interface, as the daemon does; the others use the site itself (``adapter.site``)."""
         spec = PlatformSpec(
             start=self.start,
             cluster=tuple(
@@ -56,7 +65,7 @@ class Scenario:
         )
         adapter = MockAdapter(spec, VirtualClock(self.start))
         for name, jobs in self.background.items():
-            scheduler = adapter.schedulers[name]
+            scheduler = adapter.site.schedulers[name]
             for job in jobs:
                 scheduler.submit(job.spec, at=job.at)
         return adapter
@@ -124,12 +133,12 @@ def app_job(name: str, hosts: int, walltime: int, runtime: int, reservation: str
 
 def advance(adapter: MockAdapter, until: int) -> None:
     """Replay the platform up to ``until`` (every event at its own time)."""
-    adapter.run_until(until)
+    adapter.site.controls.run_until(until)
 
 
 def next_time(adapter: MockAdapter, *candidates: int | None) -> int:
     """The next moment something may change: a platform event or one of ``candidates``."""
-    times = [t for t in (adapter.next_event_time(), *candidates) if t is not None]
+    times = [t for t in (adapter.site.controls.next_event_time(), *candidates) if t is not None]
     if not times:
         raise RuntimeError("nothing will ever happen again on this platform")
     return max(adapter.now() + 1, min(times))
@@ -137,7 +146,7 @@ def next_time(adapter: MockAdapter, *candidates: int | None) -> int:
 
 def finish(adapter: MockAdapter) -> None:
     """Run the platform until no event is left: every background job has started and ended."""
-    while (t := adapter.next_event_time()) is not None:
+    while (t := adapter.site.controls.next_event_time()) is not None:
         advance(adapter, t)
 
 
@@ -145,7 +154,7 @@ def records(adapter: MockAdapter) -> dict[str, JobRecord]:
     """Every job of every cluster by ``cluster/id``."""
     return {
         f"{name}/{record.id}": record
-        for name, scheduler in adapter.schedulers.items()
+        for name, scheduler in adapter.site.schedulers.items()
         for record in scheduler.records()
     }
 

@@ -39,7 +39,7 @@ def _running(adapter: MockAdapter, jobs: dict[str, str]) -> dict[str, int]:
     starts: dict[str, int] = {}
     for cluster, job in jobs.items():
         if adapter.job_state(cluster, job) is JobState.RUNNING:
-            start = adapter.schedulers[cluster].job(job).start
+            start = adapter.site.schedulers[cluster].job(job).start
             assert start is not None
             starts[cluster] = start
     return starts
@@ -92,7 +92,7 @@ def run_waiting(
     idle += sum(n * (begin - start) for start in active.values())
     advance(adapter, begin + run_for)
     for c in active:
-        adapter.end_job(c, jobs[c], JobState.COMPLETED)
+        adapter.site.end_job(c, jobs[c], JobState.COMPLETED)
     return Outcome(
         start=begin,
         end=begin + run_for,

@@ -4,7 +4,7 @@ The simulation is deterministic: the platform file, its start and the changing c
 simulated times they came at give the whole history, whenever it is polled. So the state saved
 for a restart is those inputs, not the schedulers' internal structures, which would need a format
 of their own, kept in step with every change to the scheduler. One model per call, validated when
-read back like any other input; ``op`` names the adapter method that replays it.
+read back like any other input; ``op`` names the site's method (or control) it stands for.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ class RefuseReservations(Frozen):
 
 
 class RefusalUsed(Frozen):
-    """A reservation request refused by :meth:`MockAdapter.refuse_reservations`: the refused
+    """A reservation request refused by :meth:`.SiteControls.refuse_reservations`: the refused
     call changed nothing else, but it used up one of the refusals."""
 
     op: Literal["refusal_used"] = "refusal_used"

@@ -1,8 +1,8 @@
 """Compression's search index: which planned jobs newly freed capacity could move earlier.
 
-Apart from :mod:`.planning`, which keeps and searches the slots: this index never reads them. It
+Apart from :mod:`.hostplan`, which keeps and searches the slots: this index never reads them. It
 files the scheduler's planned jobs (their windows: :class:`Planned`) and, given the regions the
-plan gave back (:data:`.planning.Region`), picks the few jobs worth a search of the plan, so that
+plan gave back (:data:`.hostplan.Region`), picks the few jobs worth a search of the plan, so that
 compression costs what changed rather than the whole queue.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from itertools import chain
 from typing import Generic, Protocol, TypeVar
 
-from coorm_bridge.adapters.mock.planning import FOREVER, Region
+from coorm_bridge.batchsim.scheduler.hostplan import FOREVER, Region
 
 
 class Planned(Protocol):

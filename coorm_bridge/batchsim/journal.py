@@ -32,8 +32,8 @@ from typing import Annotated, Final, Self
 
 from pydantic import Field, ValidationError
 
-from coorm_bridge.adapters.mock.calls import CALL, Call
-from coorm_bridge.adapters.mock.limits import MAX_TIME, SPEEDUP_LIMIT, TIME_LIMIT
+from coorm_bridge.batchsim.calls import CALL, Call
+from coorm_bridge.batchsim.limits import MAX_TIME, SPEEDUP_LIMIT, TIME_LIMIT
 from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.model import Frozen, describe
 
@@ -73,7 +73,7 @@ class Entry:
 
 
 class Journal:
-    """One journal file; see the module docstring. Not thread-safe: the adapter's lock
+    """One journal file; see the module docstring. Not thread-safe: the site's lock
     serialises its use. ``readonly`` opens it for reading only, without the writer's lock."""
 
     def __init__(self, path: Path | str, *, readonly: bool = False) -> None:

@@ -1,6 +1,6 @@
 """The background load of a platform file as the local jobs each cluster's users submit.
 
-Apart from the adapter because it is the one place where outside data (SWF traces, the platform
+Apart from the site because it is the one place where outside data (SWF traces, the platform
 file's synthetic parameters) becomes simulated jobs: here every job is put within the platform's
 limits (:mod:`.limits`), so a trace with a corrupt record or a load stretched past year 9999
 never reaches the bridge as a time it cannot store. Jobs out of range are left out and counted
@@ -13,10 +13,10 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from coorm_bridge.adapters.mock.limits import MAX_DURATION, MAX_TIME
-from coorm_bridge.adapters.mock.platform import PlatformSpec, SyntheticLoad, TraceLoad
-from coorm_bridge.adapters.mock.scheduler import LocalJobSpec
-from coorm_bridge.adapters.mock.swf import ReplayJob, read_swf, replay_jobs, synthetic_jobs
+from coorm_bridge.batchsim.limits import MAX_DURATION, MAX_TIME
+from coorm_bridge.batchsim.platform import PlatformSpec, SyntheticLoad, TraceLoad
+from coorm_bridge.batchsim.scheduler import LocalJobSpec
+from coorm_bridge.batchsim.swf import ReplayJob, read_swf, replay_jobs, synthetic_jobs
 from coorm_bridge.core.batch import AdapterError
 
 logger = logging.getLogger(__name__)

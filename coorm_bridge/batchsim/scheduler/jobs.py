@@ -1,10 +1,9 @@
-"""The mock scheduler's records: the public job spec and history, and its private bookkeeping.
+"""The scheduler's jobs: what is submitted, the history it keeps, and its entry for each job.
 
-They live apart from :mod:`.scheduler` because every part of the scheduler (the class, its
-backfilling in :mod:`.backfilling`, its reservations and nodes in :mod:`.reservations`) reads
-them. :mod:`.scheduler` re-exports the public ones (:class:`SchedulingPolicy`,
-:class:`LocalJobSpec`, :class:`JobRecord`), the names to import; the underscored ones are shared
-by those modules only.
+:class:`LocalJobSpec`, :class:`JobRecord` and :class:`SchedulingPolicy` are public (exported by
+:mod:`coorm_bridge.batchsim`); :class:`JobEntry` is the scheduler's own bookkeeping of one job,
+which its parts hand to each other: the queue files it, the planner plans it, the running jobs
+end it. It lives here, apart from them all, because each of them reads it.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import Annotated
 
 from pydantic import Field
 
-from coorm_bridge.core.batch import JobState, ReservationSpec
+from coorm_bridge.core.batch import Job, JobState
 from coorm_bridge.core.model import Duration, Frozen, Name
 
 
@@ -52,15 +51,8 @@ class JobRecord:
     reservation: str | None
 
 
-# Event kinds, in the order they are handled at one time: ends free hosts before anything uses
-# them, arrivals are queued after the plan took in this time's changes, starts come last.
-_END, _RESERVATION_END, _NODE, _RESERVATION_START, _ARRIVAL, _START = range(6)
-
-_Event = tuple[int, int, int, str, int]  # time, kind, sequence, job or reservation name, token
-
-
-class _Job:
-    """Mutable bookkeeping of one submitted job."""
+class JobEntry:
+    """Mutable bookkeeping of one submitted job: its state, queue position, plan and run."""
 
     __slots__ = (
         "bound",
@@ -99,14 +91,44 @@ class _Job:
     def walltime(self) -> int:
         return self.spec.walltime
 
+    def record(self) -> JobRecord:
+        """Its history so far."""
+        spec = self.spec
+        return JobRecord(
+            id=spec.id,
+            user=spec.user,
+            hosts=spec.hosts,
+            submit=self.submit,
+            start=self.start,
+            end=self.end,
+            state=self.state,
+            host_names=self.names,
+            reservation=spec.reservation,
+        )
 
-class _Reservation:
-    __slots__ = ("end", "mask", "name", "start", "users", "version")
-
-    def __init__(self, spec: ReservationSpec, mask: int) -> None:
-        self.name = spec.name
-        self.start = spec.start
-        self.end = spec.end
-        self.mask = mask
-        self.users = spec.users
-        self.version = 0  # bumped on update: events of older versions are stale
+    def view(self) -> Job:
+        """A pending or running job as a snapshot shows it: a running one until its bound, a
+        pending one at its planned start, if any."""
+        spec = self.spec
+        if self.state is JobState.RUNNING:
+            assert self.start is not None
+            return Job(
+                id=spec.id,
+                user=spec.user,
+                state=JobState.RUNNING,
+                hosts=spec.hosts,
+                host_names=self.names,
+                walltime=self.bound - self.start,
+                start=self.start,
+                reservation=spec.reservation,
+            )
+        start = self.plan_start
+        return Job(
+            id=spec.id,
+            user=spec.user,
+            state=JobState.PENDING,
+            hosts=spec.hosts,
+            walltime=spec.walltime if start is None else self.plan_end - start,
+            start=start,
+            reservation=spec.reservation,
+        )

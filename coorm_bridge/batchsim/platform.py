@@ -16,7 +16,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import Field, ValidationError, model_validator
 
-from coorm_bridge.adapters.mock.limits import (
+from coorm_bridge.batchsim.limits import (
     DURATION_LIMIT,
     MAX_COUNT,
     MAX_HOSTS,
@@ -24,7 +24,7 @@ from coorm_bridge.adapters.mock.limits import (
     TIME_LIMIT,
     at_most,
 )
-from coorm_bridge.adapters.mock.scheduler import SchedulingPolicy
+from coorm_bridge.batchsim.scheduler import SchedulingPolicy
 from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.model import ClusterInfo, Frozen, Link, Name, Submission, describe
 
@@ -208,7 +208,7 @@ def parse_platform(
 def load_platform(path: str | Path | None = None) -> PlatformSpec:
     """Read a platform file, or the packaged default when ``path`` is None."""
     if path is None:
-        text = files("coorm_bridge.adapters.mock").joinpath(DEFAULT_PLATFORM).read_text()
+        text = files("coorm_bridge.batchsim").joinpath(DEFAULT_PLATFORM).read_text()
         return parse_platform(text, source=f"(default) {DEFAULT_PLATFORM}")
     path = Path(path)
     try:

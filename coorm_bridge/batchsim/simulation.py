@@ -1,57 +1,33 @@
 """The simulated site's state, and what each call does to it: deterministic, without a clock.
 
-Apart from :mod:`.adapter` (the adapter interface, its lock, its clock and its journal) because
-this is what must give the same history twice: built from the platform description and its
-start time, then changed only by :meth:`Simulation.advance` and :meth:`Simulation.apply`, it
-ends in the same state from the same calls at the same simulated times, however often it was
-looked at in between. That is what lets a journal of calls (:mod:`.journal`) stand for the
-whole platform after a restart.
+Apart from :mod:`.site` (its clock, its lock and its journal) because this is what must give the
+same history twice: built from the platform description and its start time, then changed only by
+:meth:`Simulation.advance` and :meth:`Simulation.apply`, it ends in the same state from the same
+calls at the same simulated times, however often it was looked at in between. That is what lets
+a journal of calls (:mod:`.journal`) stand for the whole site after a restart.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from typing import assert_never
 
-from coorm_bridge.adapters.mock import calls
-from coorm_bridge.adapters.mock.limits import MAX_DURATION, MAX_TIME, MAX_TIME_TEXT
-from coorm_bridge.adapters.mock.loads import load_jobs
-from coorm_bridge.adapters.mock.platform import PlatformSpec
-from coorm_bridge.adapters.mock.scheduler import LocalJobSpec, LocalScheduler
-from coorm_bridge.core.batch import (
-    AdapterError,
-    JobSpec,
-    NotPermitted,
-    Refused,
-    ReservationSpec,
-    Unavailable,
-)
+from coorm_bridge.batchsim import calls
+from coorm_bridge.batchsim.faults import Faults
+from coorm_bridge.batchsim.limits import MAX_DURATION, MAX_TIME, MAX_TIME_TEXT
+from coorm_bridge.batchsim.loads import load_jobs
+from coorm_bridge.batchsim.platform import PlatformSpec
+from coorm_bridge.batchsim.scheduler import LocalJobSpec, LocalScheduler
+from coorm_bridge.core.batch import AdapterError, JobSpec, Refused, ReservationSpec
 from coorm_bridge.core.model import ClusterInfo
 
 #: JobSpec environment key giving a mock job's simulated run time in seconds (default: walltime).
 RUNTIME_KEY = "COORM_MOCK_RUNTIME"
 
 
-class SimulatedRefusal(Refused):
-    """A reservation request refused by ``refuse_reservations``: it used one refusal up."""
-
-
-@dataclass
-class _Outage:
-    start: int
-    end: int
-
-
-@dataclass
-class _Refusals:
-    remaining: int
-    reason: str
-
-
 class Simulation:
-    """One platform from ``start``: a :class:`LocalScheduler` per cluster with its load, the
-    scheduled and injected outages, and the pending simulated refusals."""
+    """One platform from ``start``: a :class:`LocalScheduler` per cluster with its load, and
+    the site's :class:`.Faults` (its scheduled and injected outages among them)."""
 
     def __init__(self, spec: PlatformSpec, start: int) -> None:
         self.spec = spec
@@ -62,17 +38,15 @@ class Simulation:
             c.name: LocalScheduler(c.name, c.host_names(), policy=c.policy, start=begin)
             for c in spec.clusters
         }
-        self._outages: dict[str, list[_Outage]] = {c.name: [] for c in spec.clusters}
-        self._refusals: dict[str, _Refusals] = {}
-        self._unknown_users: set[str] = set()
+        self.faults = Faults(c.name for c in spec.clusters)
         self._next_id = 1
         for number, load in enumerate(spec.loads, 1):
             scheduler = self.schedulers[load.cluster]
             for job in load_jobs(spec, number, load, begin):
                 scheduler.submit(job.spec, at=job.at)
         for scheduled in spec.outages:
-            self._outages[scheduled.cluster].append(
-                _Outage(start + scheduled.start, start + scheduled.end)
+            self.faults.add_outage(
+                scheduled.cluster, start + scheduled.start, start + scheduled.end
             )
         self.advance(start)
 
@@ -97,18 +71,12 @@ class Simulation:
     def answering(self, cluster: str, now: int) -> LocalScheduler:
         """The cluster's scheduler, unless its batch system is in an outage at ``now``."""
         scheduler = self.scheduler(cluster)
-        for outage in self._outages[cluster]:
-            if outage.start <= now < outage.end:
-                raise Unavailable(
-                    f"{cluster}: the batch system does not answer (simulated outage until "
-                    f"{outage.end})",
-                    cluster=cluster,
-                )
+        self.faults.check_answering(cluster, now)
         return scheduler
 
     def apply(self, call: calls.Call, now: int) -> object:  # noqa: PLR0911 - one case per call
         """Carry out ``call`` at ``now`` (the schedulers stand there) and return its answer.
-        An error leaves the platform as it was, except :class:`SimulatedRefusal`."""
+        An error leaves the platform as it was, except :class:`.SimulatedRefusal`."""
         match call:
             case calls.CreateReservation(cluster=cluster, spec=spec):
                 scheduler = self.answering(cluster, now)
@@ -156,38 +124,26 @@ class Simulation:
                     raise ValueError("an outage ends after it starts")
                 if start < 0 or end > MAX_TIME:
                     raise ValueError(f"an outage is within [0, {MAX_TIME}] ({MAX_TIME_TEXT})")
-                self._outages[cluster].append(_Outage(start, end))
+                self.faults.add_outage(cluster, start, end)
             case calls.RefuseReservations(cluster=cluster, count=count, reason=reason):
                 self.scheduler(cluster)
-                self._refusals[cluster] = _Refusals(count, reason)
+                self.faults.refuse(cluster, count, reason)
             case calls.RefusalUsed(cluster=cluster):
-                self._refusals[cluster].remaining -= 1
+                self.faults.refusal_used(cluster)
             case calls.ForgetUser(user=user):
-                self._unknown_users.add(user)
+                self.faults.forget(user)
             case _:
                 assert_never(call)
 
     def _check_reservation(self, cluster: str, spec: ReservationSpec) -> None:
-        """Out-of-range times, then simulated refusals: both before anything else changes."""
+        """Out-of-range times, then the site's faults: before anything else changes."""
         if spec.end > MAX_TIME:
             raise Refused(
                 f"{cluster}: Invalid time specification: {spec.name} ends after {MAX_TIME_TEXT} "
                 f"({spec.end} > {MAX_TIME})",
                 cluster=cluster,
             )
-        strangers = sorted(set(spec.users) & self._unknown_users)
-        if strangers:
-            raise NotPermitted(
-                f"{cluster}: Invalid user id: {', '.join(strangers)} (unknown to the simulated "
-                "batch system)",
-                cluster=cluster,
-            )
-        refusals = self._refusals.get(cluster)
-        if refusals and refusals.remaining > 0:
-            refusals.remaining -= 1
-            raise SimulatedRefusal(
-                f"{cluster}: {refusals.reason} (simulated refusal)", cluster=cluster
-            )
+        self.faults.check_reservation(cluster, spec)
 
     def _submit(self, scheduler: LocalScheduler, job: JobSpec) -> str:
         cluster = scheduler.cluster

@@ -1,4 +1,4 @@
-"""Clocks for the mock platform: the same simulator code runs on virtual or accelerated time.
+"""Simulated time: the same simulator code runs on a virtual clock or on accelerated real time.
 
 Tests and benchmarks want whole days of batch-system activity in milliseconds and the exact same
 run every time: :class:`VirtualClock` is a discrete-event clock that only moves when told to.
@@ -20,7 +20,7 @@ from collections.abc import Callable
 from types import TracebackType
 from typing import Self
 
-from coorm_bridge.adapters.mock.limits import MAX_SPEEDUP, MAX_TIME, MAX_TIME_TEXT
+from coorm_bridge.batchsim.limits import MAX_SPEEDUP, MAX_TIME, MAX_TIME_TEXT
 
 logger = logging.getLogger(__name__)
 
