@@ -29,7 +29,13 @@ from coorm_bridge.core.model import MAX_DURATION, Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.config import Config, Limits, LimitSettings, PlacementSettings
+from coorm_bridge.service.config import (
+    BridgeSettings,
+    Config,
+    Limits,
+    LimitSettings,
+    PlacementSettings,
+)
 from coorm_bridge.service.errors import OverLimit, SessionError
 from coorm_bridge.store import Store
 
@@ -44,15 +50,26 @@ def platform(**hosts: int) -> str:
 
 
 class Site:
-    def __init__(self, tmp_path, fair_start=30, hold_first=0, attempts=2, **hosts):
+    def __init__(
+        self,
+        tmp_path,
+        fair_start=30,
+        hold_first=0,
+        attempts=2,
+        session_timeout=None,
+        limits=None,
+        **hosts,
+    ):
         self.adapter = MockAdapter(
             parse_platform(platform(**(hosts or {"c1": 4}))), VirtualClock(T0)
         )
         config = Config(
+            bridge=BridgeSettings(session_timeout=session_timeout),
             policy=PolicyConfig(interval=1.0, fair_start=fair_start),
             placement=PlacementSettings(
                 horizon=300, attempts=attempts, poll_interval=5.0, hold_first=hold_first
             ),
+            limits=limits or LimitSettings(),
         )
         self.store = Store(tmp_path / "bridge.sqlite")
         self.bridge = Bridge(config, self.adapter, self.store)
@@ -355,10 +372,7 @@ def test_local_jobs_submitted_later_never_delay_the_first_waiting_session(tmp_pa
 
 
 def test_a_waiting_session_whose_launcher_went_silent_is_withdrawn(tmp_path):
-    site = Site(tmp_path)
-    site.bridge.config = site.bridge.config.model_copy(
-        update={"bridge": site.bridge.config.bridge.model_copy(update={"session_timeout": 60})}
-    )
+    site = Site(tmp_path, session_timeout=60)
     site.adapter.submit("c1", JobSpec(name="busy", user="bob", argv=("x",), hosts=4, walltime=900))
     alive, silent = site.subscribe(), site.subscribe()
     site.run(alive, {"c1": 4}, 100)
@@ -375,9 +389,8 @@ def test_a_waiting_session_whose_launcher_went_silent_is_withdrawn(tmp_path):
 
 
 def test_limits_name_themselves_and_change_nothing(tmp_path):
-    site = Site(tmp_path)
     limits = LimitSettings(sessions=2, hosts=3, duration=600, user={"bob": Limits(hosts=4)})
-    site.bridge.config = site.bridge.config.model_copy(update={"limits": limits})
+    site = Site(tmp_path, limits=limits)
     first, _ = site.subscribe(), site.subscribe()
     with pytest.raises(OverLimit, match=r"limits\.sessions allows \(2\)"):
         site.subscribe()

@@ -20,16 +20,17 @@ from pydantic import ValidationError
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.messages import CAP, Change, Event, View
-from coorm_bridge.core.model import Filter, Request, describe
+from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request, describe
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.protocol import ClusterHealth, Health, SessionInfo, Subscribed
-from coorm_bridge.service.catalogue import catalogue_changes
+from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound, OverLimit
 from coorm_bridge.service.jobrunner import JobRunner
 from coorm_bridge.service.jobs import JobDesk
 from coorm_bridge.service.passes import PassRunner, application_of
 from coorm_bridge.service.problems import check_rights
+from coorm_bridge.service.silence import Silence
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import SessionRow
 
@@ -43,22 +44,28 @@ class Bridge:
         self.config = config
         self.adapter = adapter
         self.store = store
-        self.infos = adapter.clusters()
-        self.interconnect = adapter.interconnect()
+        infos, interconnect = adapter.clusters(), adapter.interconnect()
         self.admins = frozenset(config.bridge.admins)
         self._lock = threading.RLock()
-        self.runner = PassRunner(config, adapter, store, [c.name for c in self.infos], self._lock)
+        self.runner = PassRunner(config, adapter, store, [c.name for c in infos], self._lock)
         self.runner.notify = self._notify
         self.runner.reconciler.lost = self._lost_placeholder
+        self.catalogue = Catalogue(
+            adapter=adapter,
+            store=store,
+            recorder=self.runner.recorder,
+            lock=self._lock,
+            trigger=self.runner.trigger,
+            infos=infos,
+            interconnect=interconnect,
+        )
+        self.silence = Silence(
+            store, self.runner.recorder, config.bridge.session_timeout, adapter.now()
+        )
         self.reconciliations = 0
         """Reconciliation passes run since the start (the first one before serving)."""
         self.reconciled: Counter[str] = Counter()
         """Repairs made by reconciliation since the start, per action (for metrics)."""
-        self.heard: dict[str, int] = {}
-        """When each session's launcher last called (in memory: after a restart, every
-        session gets a full ``session_timeout`` from the start)."""
-        self.started = adapter.now()
-        self._silence_checked = 0
         self.pass_listeners: list[Callable[[], None]] = []
         """Called after each pass (from the loop's thread)."""
         self.listeners: list[Callable[[str], None]] = []
@@ -66,6 +73,14 @@ class Bridge:
         self.jobs = JobDesk(adapter, store, self._lock, self._own, lambda: self.infos)
         """Jobs into the sessions' placeholders, for an adapter with a front end (the mock)."""
         self.job_runner = JobRunner(adapter, store)
+
+    @property
+    def infos(self) -> list[ClusterInfo]:
+        return self.catalogue.infos
+
+    @property
+    def interconnect(self) -> Interconnect:
+        return self.catalogue.interconnect
 
     def now(self) -> int:
         return self.adapter.now()
@@ -89,7 +104,7 @@ class Bridge:
         if row is None or (row.owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
         if row.owner == user:
-            self.heard[session_id] = self.now()
+            self.silence.heard(session_id, self.now())
         return row
 
     # -- launcher operations ----------------------------------------------------------------
@@ -112,7 +127,7 @@ class Bridge:
                         f"allows ({limits.sessions}): end or withdraw one first"
                     )
             row = self.store.create_session(user, name, filter, [c.name for c in seen], self.now())
-            self.heard[row.id] = self.now()
+            self.silence.heard(row.id, self.now())
             self.runner.trigger()
         log.info("session %s subscribed by %s (%s)", row.id, user, ", ".join(row.clusters))
         return Subscribed(session=row.id, clusters=tuple(seen))
@@ -208,7 +223,7 @@ class Bridge:
         if owner is None or (owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
         if owner == user:
-            self.heard[session_id] = self.now()  # a launcher's long poll: it is alive
+            self.silence.heard(session_id, self.now())  # a launcher's long poll: it is alive
         try:
             return self.store.events(session_id, after=after, limit=limit)
         except KeyError:
@@ -238,7 +253,8 @@ class Bridge:
         ghost's end or a retry was reached). True if it ran. It calls no batch system: what it
         wants of them is left to :meth:`enact`."""
         with self._lock:
-            self._withdraw_silent(self.now())
+            if self.silence.withdraw(self.now()):
+                self.runner.trigger()
             if not self.runner.due(self.now()):
                 return False
             self.runner.run(self.now())
@@ -248,23 +264,6 @@ class Bridge:
             except Exception:
                 log.exception("a pass listener failed")
         return True
-
-    def _withdraw_silent(self, now: int) -> None:
-        """Waiting sessions whose launcher went silent for ``bridge.session_timeout`` are
-        withdrawn (with a ``withdrawn`` event saying why): a dead launcher must not keep its
-        place in the queue, nor the placeholders held for it."""
-        timeout = self.config.bridge.session_timeout
-        if timeout is None or now < self._silence_checked + min(10, timeout // 10):
-            return
-        self._silence_checked = now
-        for row in self.store.sessions(states=PLACED):
-            last = max(self.heard.get(row.id, self.started), self.started)
-            if now - last >= timeout:
-                why = f"no word from its launcher for {now - last} s (bridge.session_timeout)"
-                self.runner.recorder.withdraw(row, why, now)
-                self.heard.pop(row.id, None)
-                self.runner.trigger()
-                log.info("session %s withdrawn: %s", row.id, why)
 
     def enact(self) -> int:
         """Carry out in the batch systems what the passes want (outside the lock, one run at a
@@ -310,30 +309,7 @@ class Bridge:
             self.runner.trigger()
 
     def refresh_catalogue(self) -> dict[str, list[Change]]:
-        """Re-read the clusters' properties and links; tell each session what changed on the
-        clusters it sees (CHANGE of kind ``info`` or ``interconnect``). Returns the changes.
-
-        The adapter is asked outside the lock: a slow batch system delays only this job."""
-        try:
-            infos = self.adapter.clusters()
-            interconnect = self.adapter.interconnect()
-        except AdapterError as error:
-            log.info("clusters' properties not re-read: %s", error)
-            return {}
-        with self._lock:
-            changes = catalogue_changes(self.infos, infos, self.interconnect, interconnect)
-            if not changes:
-                return {}
-            fresh = {info.name: info for info in infos}
-            self.infos = [fresh.get(info.name, info) for info in self.infos]
-            self.interconnect = interconnect
-            self.runner.announce(changes, self.now())
-            self.runner.trigger()
-        log.info(
-            "clusters changed: %s",
-            ", ".join(f"{c} ({k.kind})" for c, ks in changes.items() for k in ks),
-        )
-        return changes
+        return self.catalogue.refresh()
 
     def availability(self) -> list[CAP]:
         """Free hosts per cluster after every session of the last pass: what a new subscriber

@@ -19,7 +19,7 @@ from typing import Final
 
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.core.batch import NodeState
-from coorm_bridge.core.messages import Change, availability_changes
+from coorm_bridge.core.messages import availability_changes
 from coorm_bridge.core.policy import Application, Plan, Policy
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
@@ -317,21 +317,6 @@ class PassRunner:
         intents |= dict.fromkeys(starts, Start())
         intents |= dict(others)
         self.enactor.want(list(intents), intents)
-
-    def announce(self, changes: Mapping[str, list[Change]], now: int) -> None:
-        """Tell every active session the changes of the clusters it sees (properties, links),
-        in one transaction."""
-        with self.recorder.batch():
-            for row in self.store.sessions(states=ACTIVE):
-                told = [change for c in row.clusters for change in changes.get(c, ())]
-                if told:
-                    event = {
-                        "type": "change",
-                        "time": now,
-                        "changes": told,
-                        "estimated_start": row.estimated_start,
-                    }
-                    self.recorder.emit(row.id, event)
 
     def _next_due(self, result: Plan, now: int) -> int | None:
         """The next moment a pass has work even if nothing changes: a start, a horizon reached,
