@@ -1,4 +1,5 @@
-"""The HTTP API v1 (DESIGN §5) over a :class:`~coorm_bridge.service.bridge.Bridge`, with FastAPI.
+"""The HTTP API v1 (DESIGN §5) over the assembled service (:mod:`coorm_bridge.service.wiring`), with
+FastAPI.
 
 Who is calling: on the Unix socket, the peer's uid (read by
 :mod:`coorm_bridge.http.server`); on TCP,
@@ -25,8 +26,8 @@ from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response,
 from coorm_bridge.http.metrics import BridgeCollector, LongPollCollector
 from coorm_bridge.http.routes import metrics_router, router
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.errors import SessionError
+from coorm_bridge.service.wiring import Service
 
 log = logging.getLogger(__name__)
 
@@ -138,21 +139,20 @@ def _too_large(limit: int) -> JSONResponse:
 _error = error_response
 
 
-def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastAPI:
-    """The ASGI application; ``tokens`` maps bearer tokens to users (default: the config's)."""
+def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> FastAPI:
+    """The ASGI application over ``service``; ``tokens`` maps bearer tokens to users (default:
+    the config's). While it serves, its notifier is one of the service's listeners."""
     notifier = Notifier()
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(BridgeCollector(bridge))
+    registry.register(BridgeCollector(service))
     registry.register(LongPollCollector(lambda: notifier.waiting))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         notifier.loop = asyncio.get_running_loop()
-        bridge.listeners.append(notifier.wake)
-        bridge.pass_listeners.append(notifier.pass_ran)
+        service.listeners.add(notifier.wake, notifier.pass_ran)
         yield
-        bridge.pass_listeners.remove(notifier.pass_ran)
-        bridge.listeners.remove(notifier.wake)
+        service.listeners.remove(notifier.wake, notifier.pass_ran)
         notifier.loop = None
 
     app = FastAPI(
@@ -164,8 +164,11 @@ def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastA
         redoc_url=None,
         lifespan=lifespan,
     )
-    app.state.bridge = bridge
-    app.state.tokens = dict(tokens if tokens is not None else bridge.config.bridge.tokens)
+    app.state.bridge = service.bridge
+    app.state.jobs = service.jobs
+    app.state.passes = service.passes
+    app.state.interval = service.config.policy.interval
+    app.state.tokens = dict(tokens if tokens is not None else service.config.bridge.tokens)
     app.state.notifier = notifier
     app.state.registry = registry
     app.include_router(router, prefix=API_PREFIX)

@@ -16,21 +16,25 @@ from prometheus_client.registry import Collector
 from coorm_bridge.store.rows import PlaceholderStatus
 
 if TYPE_CHECKING:
-    from coorm_bridge.service.bridge import Bridge
+    from coorm_bridge.service.wiring import Service
 
 
 class BridgeCollector(Collector):
-    def __init__(self, bridge: Bridge) -> None:
-        self.bridge = bridge
+    def __init__(self, service: Service) -> None:
+        self.store = service.store
+        self.policy = service.policy
+        self.enactor = service.enactor
+        self.loop = service.loop
+        self.poller = service.poller
+        self.problems = service.problems
 
     def collect(self) -> Iterator[Metric]:
-        runner = self.bridge.runner
-        enactor = runner.enactor
+        enactor = self.enactor
         sessions = GaugeMetricFamily("coorm_sessions", "Sessions per state.", labels=["state"])
-        for state, count in self.bridge.store.counts().items():
+        for state, count in self.store.counts().items():
             sessions.add_metric([state.value], count)
         yield sessions
-        counters = runner.policy.counters
+        counters = self.policy.counters
         for name, value, text in (
             ("coorm_policy_passes", counters.passes, "Policy passes run."),
             ("coorm_notifications", counters.notifications, "Views sent to applications."),
@@ -48,7 +52,7 @@ class BridgeCollector(Collector):
             ),
             (
                 "coorm_reconciliations",
-                self.bridge.reconciliations,
+                self.loop.reconciliations,
                 "Reconciliation passes run (the first one before the daemon serves).",
             ),
             (
@@ -61,14 +65,14 @@ class BridgeCollector(Collector):
         held = GaugeMetricFamily(
             "coorm_placeholders", "Placeholder reservations per status.", labels=["status"]
         )
-        statuses = Counter(p.status.value for p in self.bridge.store.placeholders())
+        statuses = Counter(p.status.value for p in self.store.placeholders())
         for status in PlaceholderStatus:
             held.add_metric([status.value], statuses[status.value])
         yield held
         repaired = CounterMetricFamily(
             "coorm_reconciled", "Reconciliation repairs, per action.", labels=["action"]
         )
-        for action, count in sorted(self.bridge.reconciled.items()):
+        for action, count in sorted(self.loop.reconciled.items()):
             repaired.add_metric([action], count)
         yield repaired
         up = GaugeMetricFamily(
@@ -83,10 +87,10 @@ class BridgeCollector(Collector):
             "its account the rights; see /v1/health).",
             labels=["cluster"],
         )
-        for cluster, polled in runner.poller.statuses().items():
+        for cluster, polled in self.poller.statuses().items():
             up.add_metric([cluster], 0 if polled.stale else 1)
             failures.add_metric([cluster], polled.failures)
-            rights.add_metric([cluster], 0 if runner.problems.has("rights", cluster) else 1)
+            rights.add_metric([cluster], 0 if self.problems.has("rights", cluster) else 1)
         yield up
         yield failures
         yield rights

@@ -18,7 +18,6 @@ job still running inside, a silent batch system) is retried with back-off.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -74,7 +73,12 @@ class Backoff:
 
 
 class Enactor:
-    """Carries out intents; :meth:`run` is called by the loop (one run at a time)."""
+    """Carries out intents; :meth:`run` is called by the loop (one run at a time).
+
+    ``lock`` is the bridge's lock, taken briefly to record an outcome, never across a batch
+    call; ``working`` is held while batch systems are changed (one enactment or reconciliation
+    at a time); ``trigger`` asks for a pass; ``problems`` are what an admin must fix (the
+    bridge's rights), told once and asked again on success."""
 
     def __init__(
         self,
@@ -85,8 +89,10 @@ class Enactor:
         placeholders: Placeholders,
         poller: Poller,
         recorder: Recorder,
+        problems: Problems,
         lock: AbstractContextManager[object],
-        problems: Problems | None = None,
+        working: AbstractContextManager[object],
+        trigger: Callable[[], None],
     ) -> None:
         self.config = config
         self.adapter = adapter
@@ -94,11 +100,10 @@ class Enactor:
         self.placeholders = placeholders
         self.poller = poller
         self.recorder = recorder
+        self.problems = problems
         self.lock = lock
-        """The bridge's lock: taken briefly to record an outcome, never across a batch call."""
-        self.problems = problems if problems is not None else Problems()
-        """What an admin must fix (the bridge's rights): told once, asked again on success."""
-        self.trigger: Callable[[], None] = lambda: None
+        self.working = working
+        self.trigger = trigger
         self.order: tuple[str, ...] = ()
         self.intents: dict[str, Intent] = {}
         self.placement: dict[str, Backoff] = {}
@@ -108,8 +113,6 @@ class Enactor:
         self.placements = 0
         self.placement_failures = 0
         self.session_errors = 0
-        self.working = threading.Lock()
-        """Held while batch systems are being changed: one enactment or reconciliation."""
 
     # -- from the passes (under the bridge's lock) --------------------------------------------
 
