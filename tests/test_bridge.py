@@ -273,7 +273,7 @@ def test_a_refusing_cluster_rolls_back_and_the_start_is_retried(site):
     site.step(T0 + 2)
     assert site.state(sid) is AppState.WAITING
     assert site.ours("c1") == {}  # rolled back: nothing held anywhere
-    assert site.service.enactor.placement_failures == 1
+    assert site.service.stats.placement_failures == 1
     site.step(T0 + 3)
     assert site.state(sid) is AppState.STARTED
     (start,) = site.events(sid, "start")
@@ -450,7 +450,7 @@ def test_a_session_the_batch_system_rejects_does_not_hold_up_the_others(tmp_path
     assert site.state(fine) is AppState.STARTED
     assert site.state(rejected) is AppState.WAITING
     assert site.store.placeholders(rejected) == []
-    assert site.service.enactor.placement_failures >= 2
+    assert site.service.stats.placement_failures >= 2
 
 
 def test_a_host_going_down_under_a_started_application_kills_it_and_frees_the_rest(site):

@@ -209,7 +209,7 @@ def test_a_session_whose_owner_the_batch_system_does_not_know_ends_and_the_other
     assert "Invalid user id" in error.reason
     assert site.events(stranger)[-1].state is AppState.FAILED
     assert site.state(fine) is AppState.STARTED
-    assert site.service.enactor.placement_failures == 1  # never tried again
+    assert site.service.stats.placement_failures == 1  # never tried again
 
 
 def test_a_session_that_keeps_failing_is_told_and_leaves_the_hosts_to_those_behind(site):
@@ -311,7 +311,7 @@ def test_a_session_whose_handling_raises_is_set_aside_and_the_others_start(site)
     (error,) = site.events(broken, "error")
     assert "RuntimeError: a bug" in error.reason
     assert site.state(fine) is AppState.STARTED
-    assert site.service.enactor.session_errors == 1
+    assert site.service.stats.session_errors == 1
 
 
 def test_the_api_answers_while_a_batch_system_call_hangs(site):
@@ -451,7 +451,7 @@ def test_random_hostile_requests_never_stop_another_user_s_session(tmp_path_fact
             site.step(t)
         assert site.state(alice) is AppState.STARTED
         assert site.events(alice, "start")[0].time <= promised
-        assert site.service.enactor.session_errors == 0
+        assert site.service.stats.session_errors == 0
     finally:
         site.store.close()
 

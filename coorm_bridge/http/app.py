@@ -23,10 +23,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coorm_bridge import __version__
 from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response, status_of
-from coorm_bridge.http.metrics import BridgeCollector, LongPollCollector
+from coorm_bridge.http.metrics import BridgeCollector
 from coorm_bridge.http.routes import metrics_router, router
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
 from coorm_bridge.service.errors import SessionError
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.service.wiring import Service
 
 log = logging.getLogger(__name__)
@@ -34,13 +35,12 @@ log = logging.getLogger(__name__)
 
 class Notifier:
     """Wakes the long polls of a session when the bridge stored events for it (any thread), and
-    all of them when the server stops."""
+    all of them when the server stops. It counts the long polls waiting in ``stats``."""
 
-    def __init__(self) -> None:
+    def __init__(self, stats: Stats) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: dict[str, set[asyncio.Event]] = {}
-        self.waiting = 0
-        """Long polls waiting now (an int, so that a scrape in another thread can read it)."""
+        self.stats = stats
         self.passed = asyncio.Event()
         """Set (and replaced) after each pass: a request's answer waits on it, not a thread."""
         self.stopping = False
@@ -69,7 +69,7 @@ class Notifier:
         launcher polls again and finds the bridge gone, as after any stop), and later ones
         answer at once; a request waiting for its pass runs it."""
         self.stopping = True
-        log.info("stopping: answering %d open long poll(s)", self.waiting)
+        log.info("stopping: answering %d open long poll(s)", self.stats.long_polls)
         for waiters in self.waiters.values():
             for waiter in waiters:
                 waiter.set()
@@ -78,14 +78,14 @@ class Notifier:
     def register(self, session_id: str) -> asyncio.Event:
         waiter = asyncio.Event()
         self.waiters.setdefault(session_id, set()).add(waiter)
-        self.waiting += 1
+        self.stats.long_polls += 1
         return waiter
 
     def unregister(self, session_id: str, waiter: asyncio.Event) -> None:
         waiters = self.waiters.get(session_id)
         if waiters is not None and waiter in waiters:
             waiters.discard(waiter)
-            self.waiting -= 1
+            self.stats.long_polls -= 1
             if not waiters:
                 del self.waiters[session_id]
 
@@ -142,10 +142,9 @@ _error = error_response
 def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> FastAPI:
     """The ASGI application over ``service``; ``tokens`` maps bearer tokens to users (default:
     the config's). While it serves, its notifier is one of the service's listeners."""
-    notifier = Notifier()
+    notifier = Notifier(service.stats)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(BridgeCollector(service))
-    registry.register(LongPollCollector(lambda: notifier.waiting))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -167,6 +166,7 @@ def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> Fas
     app.state.bridge = service.bridge
     app.state.jobs = service.jobs
     app.state.passes = service.passes
+    app.state.stats = service.stats
     app.state.interval = service.config.policy.interval
     app.state.tokens = dict(tokens if tokens is not None else service.config.bridge.tokens)
     app.state.notifier = notifier

@@ -1,13 +1,15 @@
-"""Prometheus metrics, read from the bridge at scrape time (nothing to keep in step by hand).
+"""Prometheus metrics, read from the service at scrape time (nothing to keep in step by hand).
 
 The paper's cost measures (passes, notifications, computed configurations) sit beside what a site
 admin watches: sessions per state, placements and their failures, and which batch systems answer.
+The counters come from the service's stats; the gauges from the store (sessions, placeholders),
+the poller (which batch systems answer) and the open problems (the bridge's rights).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -20,44 +22,43 @@ if TYPE_CHECKING:
 
 
 class BridgeCollector(Collector):
+    """Every metric of ``/metrics``, from the parts of ``service`` it names."""
+
     def __init__(self, service: Service) -> None:
+        self.stats = service.stats
         self.store = service.store
-        self.policy = service.policy
-        self.enactor = service.enactor
-        self.loop = service.loop
         self.poller = service.poller
         self.problems = service.problems
 
     def collect(self) -> Iterator[Metric]:
-        enactor = self.enactor
+        stats = self.stats
         sessions = GaugeMetricFamily("coorm_sessions", "Sessions per state.", labels=["state"])
         for state, count in self.store.counts().items():
             sessions.add_metric([state.value], count)
         yield sessions
-        counters = self.policy.counters
         for name, value, text in (
-            ("coorm_policy_passes", counters.passes, "Policy passes run."),
-            ("coorm_notifications", counters.notifications, "Views sent to applications."),
+            ("coorm_policy_passes", stats.policy.passes, "Policy passes run."),
+            ("coorm_notifications", stats.policy.notifications, "Views sent to applications."),
             (
                 "coorm_computed_configurations",
-                counters.computed_configurations,
+                stats.policy.computed_configurations,
                 "Distinct views handed to applications' selectors.",
             ),
-            ("coorm_recomputed", counters.recomputed, "Earliest-start searches run."),
-            ("coorm_placements", enactor.placements, "Applications started on placeholders."),
+            ("coorm_recomputed", stats.policy.recomputed, "Earliest-start searches run."),
+            ("coorm_placements", stats.placements, "Applications started on placeholders."),
             (
                 "coorm_placement_failures",
-                enactor.placement_failures,
+                stats.placement_failures,
                 "Co-allocation attempts that failed and were rolled back.",
             ),
             (
                 "coorm_reconciliations",
-                self.loop.reconciliations,
+                stats.reconciliations,
                 "Reconciliation passes run (the first one before the daemon serves).",
             ),
             (
                 "coorm_session_errors",
-                enactor.session_errors,
+                stats.session_errors,
                 "Sessions set aside after an unexpected error (each logged once at ERROR).",
             ),
         ):
@@ -72,7 +73,7 @@ class BridgeCollector(Collector):
         repaired = CounterMetricFamily(
             "coorm_reconciled", "Reconciliation repairs, per action.", labels=["action"]
         )
-        for action, count in sorted(self.loop.reconciled.items()):
+        for action, count in sorted(stats.repairs.items()):
             repaired.add_metric([action], count)
         yield repaired
         up = GaugeMetricFamily(
@@ -94,15 +95,6 @@ class BridgeCollector(Collector):
         yield up
         yield failures
         yield rights
-
-
-class LongPollCollector(Collector):
-    """How many long polls (``GET .../events?wait=``) the HTTP layer holds open now: launchers
-    waiting on their events, each with a connection and a task in the daemon."""
-
-    def __init__(self, waiting: Callable[[], int]) -> None:
-        self.waiting = waiting
-
-    def collect(self) -> Iterator[Metric]:
+        # Launchers waiting on their events, each with a connection and a task in the daemon.
         text = "Long polls waiting for their session's events."
-        yield GaugeMetricFamily("coorm_long_polls", text, value=self.waiting())
+        yield GaugeMetricFamily("coorm_long_polls", text, value=stats.long_polls)

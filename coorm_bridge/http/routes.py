@@ -1,10 +1,10 @@
 """The routes of HTTP API v1 (DESIGN §5); :func:`coorm_bridge.http.app.create_app` mounts them.
 
-Handlers find the bridge (sessions), the job desk (jobs), the pass runner, the notifier and the
-metrics registry on ``request.app.state``. Calls into the service run in worker threads (they
-take the bridge's lock and touch SQLite); long polls wait on asyncio events woken by the
-service's listeners, so a thousand idle launchers cost no thread each, and by the server's stop,
-which must not wait for them (:meth:`~coorm_bridge.http.app.Notifier.stop`).
+Handlers find the bridge (sessions), the job desk (jobs), the pass runner, the stats, the
+notifier and the metrics registry on ``request.app.state``. Calls into the service run in worker
+threads (they take the bridge's lock and touch SQLite); long polls wait on asyncio events woken
+by the service's listeners, so a thousand idle launchers cost no thread each, and by the
+server's stop, which must not wait for them (:meth:`~coorm_bridge.http.app.Notifier.stop`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from coorm_bridge.protocol import (
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.jobs import JobDesk
 from coorm_bridge.service.passes import PassRunner
+from coorm_bridge.service.stats import Stats
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 413, 422)
@@ -154,9 +155,10 @@ async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature decl
     # holds no worker thread: a thousand launchers waiting here leave the threads to the others.
     notifier = request.app.state.notifier
     runner: PassRunner = request.app.state.passes
+    stats: Stats = request.app.state.stats
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 2 * request.app.state.interval + 10
-    while runner.passes <= passes and (left := deadline - loop.time()) > 0:
+    while stats.passes <= passes and (left := deadline - loop.time()) > 0:
         if notifier.stopping:
             # The loop's next pass may come after the stop (policy.interval is up to an hour):
             # this one runs it, so that the answer still carries the estimate.

@@ -6,7 +6,8 @@ collaborators and callbacks. :mod:`.bridge` holds the session operations the HTT
 estimates, events) without calling any batch system; :mod:`.enactor` carries out what the passes
 want of the batch systems; :mod:`.recorder` writes every session change with its event;
 :mod:`.polling` keeps each batch system's last snapshot; :mod:`.loop` drives the poller, the
-passes, the enactor, the reconciler and the job runner on APScheduler.
+passes, the enactor, the reconciler and the job runner on APScheduler; :mod:`.stats` holds the
+counters ``/metrics`` shows.
 
 Locks and transactions (outermost first; the rules are enforced where the comment says):
 

@@ -37,6 +37,7 @@ from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.silence import Silence
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import SessionRow
 
@@ -45,8 +46,8 @@ log = logging.getLogger(__name__)
 
 class Bridge:
     """The session API. ``adapter.now()`` is the bridge's clock; ``passes`` gives the last
-    pass's views, ``poller`` and ``problems`` what health shows; ``due`` asks for a pass;
-    ``lock`` is the bridge's lock."""
+    pass's views, ``poller`` and ``problems`` what health shows; ``due`` asks for a pass and
+    ``stats`` counts them; ``lock`` is the bridge's lock."""
 
     def __init__(
         self,
@@ -61,6 +62,7 @@ class Bridge:
         recorder: Recorder,
         silence: Silence,
         due: Due,
+        stats: Stats,
         lock: AbstractContextManager[object],
     ) -> None:
         self.config = config
@@ -73,6 +75,7 @@ class Bridge:
         self.recorder = recorder
         self.silence = silence
         self.due = due
+        self.stats = stats
         self._lock = lock
         self.admins = frozenset(config.bridge.admins)
 
@@ -178,7 +181,7 @@ class Bridge:
                 session_id, now=self.now(), state=AppState.REQUEST_SENT, request=request
             )
             self.due.trigger()
-            return self.passes.passes
+            return self.stats.passes
 
     def answer(self, session_id: str) -> RequestAnswer:
         """What a request is answered with once its pass ran: the state and the estimate."""

@@ -30,6 +30,7 @@ from coorm_bridge.service.config import Config
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems, check_rights
 from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import SessionRow, Store
 from coorm_bridge.store.rows import PlaceholderRow
 
@@ -78,7 +79,8 @@ class Enactor:
     ``lock`` is the bridge's lock, taken briefly to record an outcome, never across a batch
     call; ``working`` is held while batch systems are changed (one enactment or reconciliation
     at a time); ``trigger`` asks for a pass; ``problems`` are what an admin must fix (the
-    bridge's rights), told once and asked again on success."""
+    bridge's rights), told once and asked again on success; ``stats`` counts placements, their
+    failures and sessions set aside."""
 
     def __init__(
         self,
@@ -93,6 +95,7 @@ class Enactor:
         lock: AbstractContextManager[object],
         working: AbstractContextManager[object],
         trigger: Callable[[], None],
+        stats: Stats,
     ) -> None:
         self.config = config
         self.adapter = adapter
@@ -104,15 +107,13 @@ class Enactor:
         self.lock = lock
         self.working = working
         self.trigger = trigger
+        self.stats = stats
         self.order: tuple[str, ...] = ()
         self.intents: dict[str, Intent] = {}
         self.placement: dict[str, Backoff] = {}
         """Sessions whose placeholders could not be held, and when to try again."""
         self.releases: dict[str, Backoff] = {}
         """Sessions whose placeholders could not be shrunk or deleted, and when to try again."""
-        self.placements = 0
-        self.placement_failures = 0
-        self.session_errors = 0
 
     # -- from the passes (under the bridge's lock) --------------------------------------------
 
@@ -223,7 +224,7 @@ class Enactor:
                 waiting = fresh is not None and fresh.state is AppState.WAITING
                 if fresh is not None and waiting and fresh.request == row.request:
                     self.recorder.started(fresh, held, now)
-                    self.placements += 1
+                    self.stats.placements += 1
                 self.trigger()  # its hosts leave the others' views at the next pass
 
     def _overrun(self, held: Mapping[str, PlaceholderRow]) -> str | None:
@@ -273,7 +274,7 @@ class Enactor:
         """Tell the launcher, refresh what the refusing clusters look like, and try again no
         earlier than the batch system's hint, or after a back-off; never again when it can
         never succeed."""
-        self.placement_failures += 1
+        self.stats.placement_failures += 1
         if failed.permanent:
             with self.lock:
                 fresh = self.store.session(row.id)
@@ -337,7 +338,7 @@ class Enactor:
     def _set_aside(self, sid: str, error: Exception, now: int) -> None:
         """An unexpected error while handling one session ends that session, not the others:
         logged once with its traceback, counted, and told to its launcher."""
-        self.session_errors += 1
+        self.stats.session_errors += 1
         log.error("session %s set aside after an unexpected error", sid, exc_info=error)
         try:
             with self.lock:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections import Counter
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
@@ -39,6 +38,7 @@ from coorm_bridge.service.jobrunner import JobRunner
 from coorm_bridge.service.passes import PassRunner
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems, check_rights
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ class Loop:
     """The steps of the bridge's work, and the scheduler that runs them; ``start`` polls every
     cluster once first. ``working`` is the lock the enactor holds while it changes batch
     systems (a reconciliation waits for it); ``jobs_due`` is set when a job is submitted or
-    cancelled."""
+    cancelled; ``stats`` counts reconciliations and their repairs."""
 
     def __init__(
         self,
@@ -72,6 +72,7 @@ class Loop:
         due: Due,
         working: AbstractContextManager[object],
         jobs_due: threading.Event,
+        stats: Stats,
         reconcile_every: float = RECONCILE_EVERY,
     ) -> None:
         self.config = config
@@ -86,11 +87,8 @@ class Loop:
         self.job_runner = job_runner
         self.due = due
         self.working = working
+        self.stats = stats
         self.reconcile_every = reconcile_every
-        self.reconciliations = 0
-        """Reconciliation passes run since the start (the first one before serving)."""
-        self.reconciled: Counter[str] = Counter()
-        """Repairs made by reconciliation since the start, per action (for metrics)."""
         self._rescheduling = threading.Lock()
         self._stopping = False
         self._enacting = False
@@ -141,8 +139,8 @@ class Loop:
         with self.working:
             ours = self.reconciler.ours(self.poller.clusters)
             done = self.reconciler.reconcile(ours, self.adapter.now())
-            self.reconciled.update(done)
-            self.reconciliations += 1
+            self.stats.repairs.update(done)
+            self.stats.reconciliations += 1
         if done:
             log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
             self.due.trigger()

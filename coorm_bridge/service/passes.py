@@ -30,6 +30,7 @@ from coorm_bridge.service.enactor import Enactor, Hold, Intent, Release, Shrink,
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.silence import Silence
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import PlaceholderRow, SessionRow, Store
 
 log = logging.getLogger(__name__)
@@ -39,8 +40,8 @@ class PassRunner:
     """Runs passes and remembers what launchers were told.
 
     ``lock`` is the bridge's lock, taken for a whole pass; ``passed`` is told after each one
-    (the listeners: requests waiting for their estimate). ``silence`` withdraws the sessions
-    whose launcher went silent, before each pass."""
+    (the listeners: requests waiting for their estimate), and ``stats`` counts it. ``silence``
+    withdraws the sessions whose launcher went silent, before each pass."""
 
     def __init__(
         self,
@@ -56,6 +57,7 @@ class PassRunner:
         due: Due,
         lock: AbstractContextManager[object],
         passed: Callable[[], None],
+        stats: Stats,
     ) -> None:
         self.config = config
         self.adapter = adapter
@@ -68,7 +70,7 @@ class PassRunner:
         self.due = due
         self.lock = lock
         self.passed = passed
-        self.passes = 0
+        self.stats = stats
         self.last: Plan | None = None
         self._sent: dict[str, dict[str, Profile]] = {}
         self._apps: dict[str, tuple[SessionRow, int | None, Application]] = {}
@@ -134,7 +136,7 @@ class PassRunner:
         self._intend(rows, result, held, ended, now)
         self._sent = {k: v for k, v in self._sent.items() if k in result.outcomes}
         self.due.next_at(self._next_due(result, now))
-        self.passes += 1
+        self.stats.passes += 1
         return result
 
     def _applications(self, rows: dict[str, SessionRow], now: int) -> list[Application]:
@@ -203,7 +205,7 @@ class PassRunner:
         return row
 
     def _set_aside(self, row: SessionRow, error: Exception, now: int) -> None:
-        self.enactor.session_errors += 1
+        self.stats.session_errors += 1
         log.error("session %s set aside after an unexpected error", row.id, exc_info=error)
         why = f"the bridge could not handle this session: {type(error).__name__}: {error}"
         try:

@@ -37,6 +37,7 @@ from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.silence import Silence
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
 from coorm_bridge.store.lock import StateLock
 
@@ -60,17 +61,17 @@ def open_store(config: Config) -> Store:
 @dataclass(frozen=True)
 class Service:
     """The daemon's parts, as :func:`assemble` made them. The HTTP app is built over the
-    bridge, the job desk, the pass runner (a request's answer at a stop), the listeners and
-    what ``/metrics`` reads; tests step the loop and look at the parts."""
+    bridge, the job desk, the pass runner (a request's answer at a stop), the listeners, the
+    stats and what else ``/metrics`` reads; tests step the loop and look at the parts."""
 
     config: Config
     adapter: Adapter
     store: Store
     lock: threading.RLock
     """The bridge's lock (see the package docstring)."""
+    stats: Stats
     listeners: Listeners
     catalogue: Catalogue
-    policy: Policy
     poller: Poller
     problems: Problems
     placeholders: Placeholders
@@ -111,6 +112,7 @@ def assemble(
     listeners = Listeners()
     due = Due()
     policy = Policy(config.policy)
+    stats = Stats(policy=policy.counters)
     recorder = Recorder(store, notify=listeners.session_changed)
     poller = Poller(adapter, clusters, prefix, config.placement.poll_interval)
     problems = Problems()
@@ -136,6 +138,7 @@ def assemble(
         lock=lock,
         working=working,
         trigger=due.trigger,
+        stats=stats,
     )
     passes = PassRunner(
         config=config,
@@ -149,6 +152,7 @@ def assemble(
         due=due,
         lock=lock,
         passed=listeners.pass_ran,
+        stats=stats,
     )
     reconciler = Reconciler(placeholders, lost=passes.lost)
     bridge = Bridge(
@@ -162,6 +166,7 @@ def assemble(
         recorder=recorder,
         silence=silence,
         due=due,
+        stats=stats,
         lock=lock,
     )
     jobs = JobDesk(
@@ -187,15 +192,16 @@ def assemble(
         due=due,
         working=working,
         jobs_due=jobs_due,
+        stats=stats,
     )
     return Service(
         config=config,
         adapter=adapter,
         store=store,
         lock=lock,
+        stats=stats,
         listeners=listeners,
         catalogue=catalogue,
-        policy=policy,
         poller=poller,
         problems=problems,
         placeholders=placeholders,
