@@ -21,13 +21,7 @@ from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.core.messages import CAP, Event, View
 from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request, describe
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
-from coorm_bridge.protocol import (
-    ClusterHealth,
-    Health,
-    RequestAnswer,
-    SessionInfo,
-    Subscribed,
-)
+from coorm_bridge.protocol import ClusterHealth, Health, RequestAnswer, SessionInfo, Subscribed
 from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
