@@ -31,9 +31,8 @@ from coorm_bridge.core.batch import ReservationHandle, ReservationSpec
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.http.app import create_app
 from coorm_bridge.http.server import BackgroundServer
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import BridgeSettings, Config, PlacementSettings, TcpListen
-from coorm_bridge.service.loop import Loop
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 PLATFORM = '[[cluster]]\nname = "alpha"\nhosts = 512\n'
@@ -92,11 +91,11 @@ def main() -> None:  # noqa: PLR0915 - one scenario, told in order
     )
     adapter = SlowAdapter(parse_platform(PLATFORM), WallClock())
     store = Store(folder / "bridge.sqlite")
-    bridge = Bridge(config, adapter, store)
-    loop = Loop(bridge)
+    service = assemble(config, adapter, store)
+    loop = service.loop
     loop.start()
     server = BackgroundServer(
-        create_app(bridge), unix_path=folder / "bridge.sock", tcp=("127.0.0.1", port)
+        create_app(service), unix_path=folder / "bridge.sock", tcp=("127.0.0.1", port)
     )
     server.start()
     base = f"http://127.0.0.1:{port}/v1"
@@ -154,7 +153,7 @@ def main() -> None:  # noqa: PLR0915 - one scenario, told in order
     finally:
         server.stop()
         loop.stop()
-        bridge.close()
+        service.close()
         store.close()
     print(
         f"slow_batch call_s={args.call_seconds:g} puts={len(puts)} probes={len(health)} "

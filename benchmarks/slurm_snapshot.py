@@ -51,9 +51,8 @@ from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.batch import JobState
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
-from coorm_bridge.service.loop import Loop
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -265,8 +264,8 @@ def placement_latency(adapter: SlurmAdapter, runs: int) -> None:
         adapter=adapter.settings,
     )
     store = Store(folder / "bridge.sqlite")
-    bridge = Bridge(config, adapter, store)
-    loop = Loop(bridge)
+    service = assemble(config, adapter, store)
+    bridge, loop = service.bridge, service.loop
     loop.start()
     latencies = []
     try:

@@ -16,9 +16,8 @@ from coorm_bridge.batchsim import WallClock, parse_platform
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.http.app import create_app
 from coorm_bridge.protocol import MAX_BODY
-from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.config import Config, PlacementSettings
-from coorm_bridge.service.loop import Loop
+from coorm_bridge.service.config import BridgeSettings, Config, PlacementSettings
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 ALICE = "alice-token-0123456789"
@@ -35,25 +34,29 @@ hosts = 4
 
 
 @pytest.fixture
-def bridge(tmp_path):
+def service(tmp_path):
     config = Config(
+        bridge=BridgeSettings(admins=("root",)),
         policy=PolicyConfig(interval=0.05, fair_start=1),
         placement=PlacementSettings(poll_interval=0.5),
     )
     adapter = MockAdapter(parse_platform(PLATFORM), WallClock())
     store = Store(tmp_path / "bridge.sqlite")
-    bridge = Bridge(config.model_copy(update={}), adapter, store)
-    bridge.admins = frozenset({"root"})
-    loop = Loop(bridge)
-    loop.start()
-    yield bridge
-    loop.stop()
+    service = assemble(config, adapter, store)
+    service.loop.start()
+    yield service
+    service.loop.stop()
     store.close()
 
 
 @pytest.fixture
-def client(bridge):
-    app = create_app(bridge, tokens={ALICE: "alice", BOB: "bob", ROOT: "root"})
+def bridge(service):
+    return service.bridge
+
+
+@pytest.fixture
+def client(service):
+    app = create_app(service, tokens={ALICE: "alice", BOB: "bob", ROOT: "root"})
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
 
@@ -267,17 +270,17 @@ def test_an_unexpected_error_is_a_bare_500(client, bridge, monkeypatch):
 def front(tmp_path):
     """The API over a mock platform with its front end (jobs in ``tmp_path/jobs``)."""
     config = Config(
+        bridge=BridgeSettings(admins=("root",)),
         policy=PolicyConfig(interval=0.05, fair_start=1),
         placement=PlacementSettings(poll_interval=0.5),
     )
     platform = parse_platform(PLATFORM)
     adapter = MockAdapter(platform, WallClock(), jobs=tmp_path / "jobs", run_jobs=True)
     store = Store(tmp_path / "bridge.sqlite")
-    bridge = Bridge(config, adapter, store)
-    bridge.admins = frozenset({"root"})
-    loop = Loop(bridge)
+    service = assemble(config, adapter, store)
+    loop = service.loop
     loop.start()
-    app = create_app(bridge, tokens={ALICE: "alice", ROOT: "root"})
+    app = create_app(service, tokens={ALICE: "alice", ROOT: "root"})
     with TestClient(app, raise_server_exceptions=False) as client:
         yield client
     loop.stop()

@@ -32,8 +32,8 @@ from coorm_bridge.core.profile import FOREVER, Profile
 from coorm_bridge.core.states import AppState
 from coorm_bridge.http.app import create_app
 from coorm_bridge.protocol import MAX_BODY
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, ConfigError, parse_config
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 TOKEN = "alice-token-0123456789"
@@ -44,16 +44,20 @@ HOSTILE = settings(
 
 
 @pytest.fixture
-def bridge(tmp_path):
+def service(tmp_path):
     store = Store(tmp_path / "bridge.sqlite")
-    bridge = Bridge(Config(), MockAdapter(parse_platform(PLATFORM), WallClock()), store)
-    yield bridge
+    yield assemble(Config(), MockAdapter(parse_platform(PLATFORM), WallClock()), store)
     store.close()
 
 
 @pytest.fixture
-def client(bridge):
-    with TestClient(create_app(bridge, tokens={TOKEN: "alice"})) as client:
+def bridge(service):
+    return service.bridge
+
+
+@pytest.fixture
+def client(service):
+    with TestClient(create_app(service, tokens={TOKEN: "alice"})) as client:
         yield client
 
 
@@ -101,11 +105,11 @@ def test_a_duration_past_ten_years_is_refused_with_the_limit(client, bridge, sid
     assert stored(bridge) == before
 
 
-def test_the_longest_duration_is_accepted_and_passes_run(client, bridge, sid):
+def test_the_longest_duration_is_accepted_and_passes_run(client, bridge, service, sid):
     bridge.put_request("alice", sid, {"c1": 1}, MAX_DURATION)
     for cluster in ("c1", "c2"):
-        bridge.poll(cluster)
-    assert bridge.tick()
+        service.loop.poll(cluster)
+    assert service.loop.tick()
     assert bridge.store.session(sid).estimated_start is not None
 
 

@@ -14,9 +14,9 @@ from coorm_bridge.core.batch import AdapterError, JobSpec, NodeState, Reservatio
 from coorm_bridge.core.model import Filter, Link
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 T0 = 1_000_000
@@ -36,22 +36,27 @@ class Site:
 
     def __init__(self, tmp_path, fair_start=30, horizon=300, attempts=3, hold_first=0):
         self.adapter = MockAdapter(parse_platform(PLATFORM), VirtualClock(T0))
-        config = Config(
+        self.config = Config(
             policy=PolicyConfig(interval=1.0, fair_start=fair_start),
             placement=PlacementSettings(
                 horizon=horizon, attempts=attempts, poll_interval=5.0, hold_first=hold_first
             ),
         )
         self.store = Store(tmp_path / "bridge.sqlite")
-        self.bridge = Bridge(config, self.adapter, self.store)
+        self.assemble()
         self.step(T0)
+
+    def assemble(self):
+        """The service over this site's adapter and store (again after the adapter changed)."""
+        self.service = assemble(self.config, self.adapter, self.store)
+        self.bridge, self.loop = self.service.bridge, self.service.loop
 
     def step(self, t):
         """Move to time ``t``: the platform runs, every cluster is polled, a pass runs if due."""
         self.adapter.run_until(t)
         for cluster in ("c1", "c2"):
-            self.bridge.poll(cluster)
-        self.bridge.tick()
+            self.loop.poll(cluster)
+        self.loop.tick()
 
     def subscribe(self, user="alice", clusters=("c1", "c2")):
         return self.bridge.subscribe(user, Filter(clusters=clusters), None).session
@@ -184,7 +189,7 @@ def test_placeholders_start_a_reservation_lead_ahead_and_the_start_is_told_when_
 ):
     site = Site(tmp_path, fair_start=5)
     site.adapter = LeadingAdapter(parse_platform(PLATFORM), VirtualClock(T0))
-    site.bridge = Bridge(site.bridge.config, site.adapter, site.store)
+    site.assemble()
     sid = site.subscribe()
     site.step(T0 + 1)
     site.request(sid, {"c1": 2, "c2": 1}, 1000)
@@ -222,7 +227,7 @@ def test_a_start_waits_for_the_batch_system_to_launch_the_placeholders_and_leave
 ):
     site = Site(tmp_path, fair_start=5)
     site.adapter = LateLauncher(parse_platform(PLATFORM), VirtualClock(T0))
-    site.bridge = Bridge(site.bridge.config, site.adapter, site.store)
+    site.assemble()
     sid = site.subscribe()
     site.step(T0 + 1)
     site.request(sid, {"c1": 2, "c2": 1}, 1000)
@@ -267,7 +272,7 @@ def test_a_refusing_cluster_rolls_back_and_the_start_is_retried(site):
     site.step(T0 + 2)
     assert site.state(sid) is AppState.WAITING
     assert site.ours("c1") == {}  # rolled back: nothing held anywhere
-    assert site.bridge.runner.enactor.placement_failures == 1
+    assert site.service.stats.placement_failures == 1
     site.step(T0 + 3)
     assert site.state(sid) is AppState.STARTED
     (start,) = site.events(sid, "start")
@@ -289,12 +294,12 @@ def test_reconciliation_deletes_orphans_and_recreates_lost_placeholders(site):
     site.adapter.create_reservation("c1", orphan)
     lost = site.store.placeholder(sid, "c2")
     site.adapter.delete_reservation("c2", lost.name)
-    done = site.bridge.reconcile()
+    done = site.loop.reconcile()
     assert done == {"orphans": 1, "recreated": 1}
     assert set(site.ours("c1")) == {site.store.placeholder(sid, "c1").name}
     again = site.ours("c2")[lost.name]
     assert (again.hosts, again.end, again.users) == (1, lost.end, ("alice",))
-    assert site.bridge.reconcile() == {}
+    assert site.loop.reconcile() == {}
 
 
 def test_a_silent_cluster_degrades_health_keeps_the_last_view_and_recovers(site):
@@ -307,7 +312,7 @@ def test_a_silent_cluster_degrades_health_keeps_the_last_view_and_recovers(site)
     assert health.clusters["c2"].failures == 1
     assert "does not answer" in health.clusters["c2"].error
     assert health.clusters["c1"].status == "ok"
-    assert site.bridge.runner.poller.delay("c2") == 10.0  # backed off from 5
+    assert site.service.poller.delay("c2") == 10.0  # backed off from 5
     sid = site.subscribe()
     site.step(T0 + 11)
     info = site.bridge.info("alice", sid)
@@ -444,7 +449,7 @@ def test_a_session_the_batch_system_rejects_does_not_hold_up_the_others(tmp_path
     assert site.state(fine) is AppState.STARTED
     assert site.state(rejected) is AppState.WAITING
     assert site.store.placeholders(rejected) == []
-    assert site.bridge.runner.enactor.placement_failures >= 2
+    assert site.service.stats.placement_failures >= 2
 
 
 def test_a_host_going_down_under_a_started_application_kills_it_and_frees_the_rest(site):
@@ -474,11 +479,11 @@ def test_a_host_going_down_under_a_started_application_kills_it_and_frees_the_re
 def test_a_cluster_upgrade_and_a_new_link_reach_the_sessions_that_see_them(site):
     both, only_c2 = site.subscribe(), site.subscribe(clusters=("c2",))
     site.step(T0 + 1)
-    assert site.bridge.refresh_catalogue() == {}  # nothing changed: nobody is told anything
+    assert site.service.catalogue.refresh() == {}  # nothing changed: nobody is told anything
     before = {sid: len(site.events(sid)) for sid in (both, only_c2)}
 
     upgraded = site.adapter.upgrade("c1", speed=2.5, ram_per_host_mib=4096)
-    changes = site.bridge.refresh_catalogue()
+    changes = site.service.catalogue.refresh()
     assert [(c.cluster, c.kind) for cs in changes.values() for c in cs] == [("c1", "info")]
     told = site.events(both)[before[both] :]
     assert [(c.kind, c.info) for e in told for c in e.changes] == [("info", upgraded)]
@@ -487,7 +492,7 @@ def test_a_cluster_upgrade_and_a_new_link_reach_the_sessions_that_see_them(site)
 
     link = Link(clusters=("c1", "c2"), latency_s=0.002, bandwidth_bps=1e9)
     site.adapter.set_links([link])
-    site.bridge.refresh_catalogue()
+    site.service.catalogue.refresh()
     for sid in (both, only_c2):
         last = site.events(sid)[-1]
         assert last.type == "change"
@@ -511,10 +516,10 @@ def test_a_batch_system_that_cannot_say_its_clusters_changes_nothing(site):
         raise AdapterError("the controller does not answer")
 
     site.adapter.clusters = silent
-    assert site.bridge.refresh_catalogue() == {}
+    assert site.service.catalogue.refresh() == {}
     assert len(site.events(sid)) == seen
     site.adapter.clusters = original
-    assert list(site.bridge.refresh_catalogue()) == ["c1"]
+    assert list(site.service.catalogue.refresh()) == ["c1"]
 
 
 def test_a_cluster_name_of_60_characters_gets_valid_placeholders(tmp_path):
@@ -522,11 +527,12 @@ def test_a_cluster_name_of_60_characters_gets_valid_placeholders(tmp_path):
     platform = f'start = {T0}\n[[cluster]]\nname = "{long}"\nhosts = 2\n'
     adapter = MockAdapter(parse_platform(platform), VirtualClock(T0))
     with Store(tmp_path / "bridge.sqlite") as store:
-        bridge = Bridge(Config(), adapter, store)
+        service = assemble(Config(), adapter, store)
+        bridge, loop = service.bridge, service.loop
         sid = bridge.subscribe("alice", Filter(), None).session
         bridge.put_request("alice", sid, {long: 2}, 60)
-        bridge.poll(long)
-        bridge.tick()
+        loop.poll(long)
+        loop.tick()
         assert store.session(sid).state is AppState.STARTED
         (start,) = [e for e in store.events(sid) if e.type == "start"]
         name = start.allocations[long].reservation
@@ -542,24 +548,24 @@ def test_two_bridges_on_one_platform_leave_each_other_s_reservations_alone(tmp_p
     for folder in ("one", "two"):
         (tmp_path / folder).mkdir()
         store = Store(tmp_path / folder / "bridge.sqlite")
-        bridges.append((Bridge(Config(), adapter, store), store))
+        bridges.append((assemble(Config(), adapter, store), store))
     (first, first_store), (second, second_store) = bridges
     assert first_store.instance != second_store.instance
-    sid = first.subscribe("alice", Filter(clusters=("c2",)), None).session
-    first.put_request("alice", sid, {"c2": 3}, 600)
-    for bridge, _ in bridges:
-        bridge.poll("c2")
-        bridge.tick()
+    sid = first.bridge.subscribe("alice", Filter(clusters=("c2",)), None).session
+    first.bridge.put_request("alice", sid, {"c2": 3}, 600)
+    for service, _ in bridges:
+        service.loop.poll("c2")
+        service.loop.tick()
     assert first_store.session(sid).state is AppState.STARTED
-    assert second.reconcile() == {}  # not an orphan of the second bridge
+    assert second.loop.reconcile() == {}  # not an orphan of the second bridge
     names = [r.name for r in adapter.snapshot(["c2"]).clusters["c2"].reservations]
     assert len(names) == 1
     assert names[0].startswith(f"coorm-{first_store.instance}-")
     # The second bridge sees the first one's hosts as taken: a newcomer there waits.
-    other = second.subscribe("bob", Filter(clusters=("c2",)), None).session
-    second.put_request("bob", other, {"c2": 2}, 60)
-    second.poll("c2")
-    second.tick()
+    other = second.bridge.subscribe("bob", Filter(clusters=("c2",)), None).session
+    second.bridge.put_request("bob", other, {"c2": 2}, 60)
+    second.loop.poll("c2")
+    second.loop.tick()
     assert second_store.session(other).state is AppState.WAITING
     assert second_store.session(other).estimated_start == T0 + 600
     for _, store in bridges:

@@ -17,8 +17,8 @@ from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 T0 = 1_000_000
@@ -63,7 +63,8 @@ def test_random_crashes_never_give_a_host_to_two_applications(tmp_path_factory, 
     folder = tmp_path_factory.mktemp("crash")
     adapter = MockAdapter(parse_platform(PLATFORM), VirtualClock(T0))
     store = Store(folder / "bridge.sqlite")
-    bridge = Bridge(CONFIG, adapter, store)
+    service = assemble(CONFIG, adapter, store)
+    bridge, loop = service.bridge, service.loop
     when = {step: midway for step, midway, _ in crashes}
     lose = {step: lost for step, _, lost in crashes}
     sessions: dict[str, tuple[int, int]] = {}  # session -> (duration, runs)
@@ -85,8 +86,8 @@ def test_random_crashes_never_give_a_host_to_two_applications(tmp_path_factory, 
                 if midway:
                     store.update_session = _dies(store.update_session)  # type: ignore[method-assign]
                 for cluster in ("c1", "c2"):
-                    bridge.poll(cluster)
-                bridge.tick()
+                    loop.poll(cluster)
+                loop.tick()
             except Crash:
                 pass
             if step in when:  # the process died: a new one starts on the same store
@@ -95,10 +96,11 @@ def test_random_crashes_never_give_a_host_to_two_applications(tmp_path_factory, 
                     adapter.delete_reservation(placeholder.cluster, placeholder.name)
                 store.close()
                 store = Store(folder / "bridge.sqlite")
-                bridge = Bridge(CONFIG, adapter, store)
+                service = assemble(CONFIG, adapter, store)
+                bridge, loop = service.bridge, service.loop
                 for cluster in ("c1", "c2"):
-                    bridge.poll(cluster)
-                bridge.reconcile()
+                    loop.poll(cluster)
+                loop.reconcile()
             assert_no_host_is_given_twice(store)
     finally:
         store.close()

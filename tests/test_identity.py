@@ -27,8 +27,8 @@ from coorm_bridge.core.model import Filter, Label, UserName
 from coorm_bridge.http import routes
 from coorm_bridge.http.app import create_app
 from coorm_bridge.http.errors import Forbidden
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, ConfigError, load_config, parse_config
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n'
@@ -45,16 +45,20 @@ LABEL = TypeAdapter(Label)
 
 
 @pytest.fixture
-def bridge(tmp_path):
+def service(tmp_path):
     store = Store(tmp_path / "bridge.sqlite")
-    bridge = Bridge(Config(), MockAdapter(parse_platform(PLATFORM), WallClock()), store)
-    yield bridge
+    yield assemble(Config(), MockAdapter(parse_platform(PLATFORM), WallClock()), store)
     store.close()
 
 
 @pytest.fixture
-def client(bridge):
-    with TestClient(create_app(bridge, tokens=USERS)) as client:
+def bridge(service):
+    return service.bridge
+
+
+@pytest.fixture
+def client(service):
+    with TestClient(create_app(service, tokens=USERS)) as client:
         yield client
 
 

@@ -23,8 +23,8 @@ from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.protocol import JobRequest
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import JobRow, Store
 
 T0 = 1_000_000
@@ -46,7 +46,8 @@ class Site:
             placement=PlacementSettings(poll_interval=5.0),
         )
         self.store = Store(tmp_path / "bridge.sqlite")
-        self.bridge = Bridge(config, self.adapter, self.store)
+        self.service = assemble(config, self.adapter, self.store)
+        self.bridge, self.loop = self.service.bridge, self.service.loop
         self.step(T0)
 
     @property
@@ -57,8 +58,8 @@ class Site:
 
     def step(self, t: int) -> None:
         self.adapter.run_until(t)
-        self.bridge.poll("c1")
-        self.bridge.tick()
+        self.loop.poll("c1")
+        self.loop.tick()
 
     def started(self) -> str:
         sid = self.bridge.subscribe("alice", Filter(), None).session
@@ -77,7 +78,7 @@ class Site:
             stdout=str(self.work / "out.txt"),
             stderr=str(self.work / "err.txt"),
         )
-        answer = self.bridge.jobs.submit("alice", sid, body)
+        answer = self.service.jobs.submit("alice", sid, body)
         job = self.store.job(answer.job)
         assert job is not None
         return job
@@ -85,7 +86,7 @@ class Site:
     def run_until_ended(self, job_id: str, timeout: float = 30) -> JobRow:
         deadline = time.monotonic() + timeout
         while True:
-            self.bridge.job_runner.run()
+            self.service.job_runner.run()
             job = self.store.job(job_id)
             assert job is not None
             if job.step == "ended":
@@ -164,7 +165,7 @@ def test_a_launch_cut_short_finds_its_process_or_never_starts_one(site):
 def test_a_host_going_down_under_a_job_stops_its_process(site):
     sid = site.started()
     job = site.submit(sid, "import time; open('ready', 'w').close(); time.sleep(600)")
-    site.bridge.job_runner.run()
+    site.service.job_runner.run()
     deadline = time.monotonic() + 30
     while not (site.work / "ready").exists():
         assert time.monotonic() < deadline

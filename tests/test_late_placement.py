@@ -15,8 +15,8 @@ from coorm_bridge.core.batch import ReservationHandle, ReservationSpec
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 T0 = 1_000_000
@@ -51,15 +51,15 @@ def bridge(tmp_path, hold_first=0):
         policy=PolicyConfig(interval=1.0, fair_start=0),
         placement=PlacementSettings(poll_interval=5.0, hold_first=hold_first),
     )
-    return adapter, Bridge(config, adapter, Store(tmp_path / "bridge.sqlite"))
+    return adapter, assemble(config, adapter, Store(tmp_path / "bridge.sqlite"))
 
 
-def step(adapter, bridge, t=None):
+def step(adapter, service, t=None):
     """Poll every cluster and run a pass with its placements, at ``t`` (default: now)."""
     adapter.run_until(adapter.now() if t is None else t)
     for cluster in ("c1", "c2"):
-        bridge.poll(cluster)
-    bridge.tick()
+        service.loop.poll(cluster)
+    service.loop.tick()
 
 
 def events(bridge, sid, kind):
@@ -68,9 +68,9 @@ def events(bridge, sid, kind):
 
 def test_a_start_planned_for_now_holds_though_every_call_arrives_a_second_late(tmp_path):
     adapter, site = bridge(tmp_path)
-    sid = site.subscribe("alice", Filter(clusters=("c1", "c2")), None).session
+    sid = site.bridge.subscribe("alice", Filter(clusters=("c1", "c2")), None).session
     step(adapter, site, T0 + 1)
-    site.put_request("alice", sid, {"c1": 4, "c2": 2}, 100)
+    site.bridge.put_request("alice", sid, {"c1": 4, "c2": 2}, 100)
     step(adapter, site, T0 + 2)
     assert events(site, sid, "placement_failed") == []
     assert site.store.session(sid).state is AppState.STARTED
@@ -87,15 +87,15 @@ def test_placeholders_moved_to_now_hold_though_the_move_arrives_late(tmp_path):
     """The first waiting application holds its placeholders at its estimated start; when the
     application before it ends early they are moved to now, a second late on each cluster."""
     adapter, site = bridge(tmp_path, hold_first=1)
-    first = site.subscribe("alice", Filter(clusters=("c1", "c2")), None).session
-    second = site.subscribe("bob", Filter(clusters=("c1", "c2")), None).session
+    first = site.bridge.subscribe("alice", Filter(clusters=("c1", "c2")), None).session
+    second = site.bridge.subscribe("bob", Filter(clusters=("c1", "c2")), None).session
     step(adapter, site, T0 + 1)
-    site.put_request("alice", first, {"c1": 8}, 500)
-    site.put_request("bob", second, {"c1": 4, "c2": 2}, 60)
+    site.bridge.put_request("alice", first, {"c1": 8}, 500)
+    site.bridge.put_request("bob", second, {"c1": 4, "c2": 2}, 60)
     step(adapter, site, T0 + 2)
     (held,) = {adapter.reservation(c, n).start for c, n in _names(site, second)}
     assert held > T0 + 100  # behind the first application, which holds c1 whole
-    site.done("alice", first)
+    site.bridge.done("alice", first)
     done = adapter.now()
     step(adapter, site)  # the first one's placeholders go, the second's move to now
     assert events(site, second, "placement_failed") == []

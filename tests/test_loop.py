@@ -8,9 +8,8 @@ from datetime import timedelta
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.batchsim import WallClock, parse_platform
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
-from coorm_bridge.service.loop import Loop
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 4\n[[cluster]]\nname = "c2"\nhosts = 4\n'
@@ -27,7 +26,8 @@ def test_a_silent_cluster_is_polled_less_and_less_often_then_normally_again(tmp_
     adapter.outage("c2", now + 1, now + 4)
     config = Config(placement=PlacementSettings(poll_interval=0.25))
     store = Store(tmp_path / "bridge.sqlite")
-    loop = Loop(Bridge(config, adapter, store))
+    service = assemble(config, adapter, store)
+    loop = service.loop
     loop.start()
     try:
         seen = set()
@@ -41,7 +41,7 @@ def test_a_silent_cluster_is_polled_less_and_less_often_then_normally_again(tmp_
         while interval(loop, "c2") != timedelta(seconds=0.25):
             assert time.monotonic() < deadline, "polling did not come back to normal"
             time.sleep(0.05)
-        assert loop.bridge.health().status == "ok"
+        assert service.bridge.health().status == "ok"
     finally:
         loop.stop()
         store.close()
@@ -60,7 +60,7 @@ def test_stopping_while_polls_are_running_does_not_hang(tmp_path):
     config = Config(placement=PlacementSettings(poll_interval=0.05))
     store = Store(tmp_path / "bridge.sqlite")
     for _ in range(3):
-        loop = Loop(Bridge(config, adapter, store))
+        loop = assemble(config, adapter, store).loop
         loop.start()
         time.sleep(0.5)  # polls are always in flight (0.3 s each, every 0.05 s)
         stopper = threading.Thread(target=loop.stop)

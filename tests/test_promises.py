@@ -27,9 +27,15 @@ from coorm_bridge.core.batch import (
 from coorm_bridge.core.model import MAX_DURATION, Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.config import Config, Limits, LimitSettings, PlacementSettings
+from coorm_bridge.service.config import (
+    BridgeSettings,
+    Config,
+    Limits,
+    LimitSettings,
+    PlacementSettings,
+)
 from coorm_bridge.service.errors import OverLimit, SessionError
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 T0 = 1_000_000
@@ -43,26 +49,38 @@ def platform(**hosts: int) -> str:
 
 
 class Site:
-    def __init__(self, tmp_path, fair_start=30, hold_first=0, attempts=2, **hosts):
+    def __init__(
+        self,
+        tmp_path,
+        fair_start=30,
+        hold_first=0,
+        attempts=2,
+        session_timeout=None,
+        limits=None,
+        **hosts,
+    ):
         self.adapter = MockAdapter(
             parse_platform(platform(**(hosts or {"c1": 4}))), VirtualClock(T0)
         )
         config = Config(
+            bridge=BridgeSettings(session_timeout=session_timeout),
             policy=PolicyConfig(interval=1.0, fair_start=fair_start),
             placement=PlacementSettings(
                 horizon=300, attempts=attempts, poll_interval=5.0, hold_first=hold_first
             ),
+            limits=limits or LimitSettings(),
         )
         self.store = Store(tmp_path / "bridge.sqlite")
-        self.bridge = Bridge(config, self.adapter, self.store)
+        self.service = assemble(config, self.adapter, self.store)
+        self.bridge, self.loop = self.service.bridge, self.service.loop
         self.clusters = list(hosts or {"c1": 4})
         self.step(T0)
 
     def step(self, t):
         self.adapter.run_until(t)
         for cluster in self.clusters:
-            self.bridge.poll(cluster)
-        self.bridge.tick()
+            self.loop.poll(cluster)
+        self.loop.tick()
 
     def run(self, sid, nodes, duration, user="alice"):
         self.bridge.put_request(user, sid, nodes, duration)
@@ -108,7 +126,7 @@ def test_a_lost_placeholder_comes_back_on_the_hosts_its_application_runs_on(tmp_
         site.step(t)
     assert site.state(p) is AppState.FINISHED
     site.adapter.delete_reservation("c1", site.store.placeholder(q, "c1").name)  # lost
-    assert site.bridge.reconcile() == {"recreated": 1}
+    assert site.loop.reconcile() == {"recreated": 1}
     assert set(site.reservation(q).host_names) == site.hosts(q) == {"c1-1"}
     r = site.subscribe()
     site.run(r, {"c1": 1}, 100)
@@ -126,7 +144,7 @@ def test_a_lost_placeholder_whose_hosts_were_taken_ends_its_session_with_the_rea
     site.adapter.delete_reservation("c1", site.store.placeholder(q, "c1").name)
     site.adapter.submit("c1", JobSpec(name="local", user="bob", argv=("x",), hosts=4, walltime=50))
     site.adapter.run_until(T0 + 3)  # the local job took every host, Q's too
-    assert site.bridge.reconcile() == {"lost": 1}
+    assert site.loop.reconcile() == {"lost": 1}
     (killed,) = site.events(q, "killed")
     assert "could not be re-created on its hosts" in killed.reason
     assert site.state(q) is AppState.FINISHED
@@ -173,7 +191,7 @@ def test_reconciliation_puts_a_shrunk_placeholder_back_as_promised(site):
         users=("alice",),
     )
     site.adapter.update_reservation("c1", shrunk)
-    assert site.bridge.reconcile() == {"repaired": 1}
+    assert site.loop.reconcile() == {"repaired": 1}
     assert site.reservation(sid).end == held.end
 
 
@@ -190,7 +208,7 @@ def test_a_session_whose_owner_the_batch_system_does_not_know_ends_and_the_other
     assert "Invalid user id" in error.reason
     assert site.events(stranger)[-1].state is AppState.FAILED
     assert site.state(fine) is AppState.STARTED
-    assert site.bridge.runner.enactor.placement_failures == 1  # never tried again
+    assert site.service.stats.placement_failures == 1  # never tried again
 
 
 def test_a_session_that_keeps_failing_is_told_and_leaves_the_hosts_to_those_behind(site):
@@ -218,7 +236,7 @@ def test_a_session_that_keeps_failing_is_told_and_leaves_the_hosts_to_those_behi
     assert site.state(behind) in (AppState.STARTED, AppState.FINISHED)
     assert len(site.events(behind, "change")) < 10  # not one per pass
     assert site.state(failing) is AppState.WAITING
-    waits = site.bridge.runner.enactor.not_before()
+    waits = site.service.enactor.not_before()
     assert waits[failing] > T0 + 39  # placed no earlier than its next attempt
 
 
@@ -276,14 +294,14 @@ def test_hosts_of_a_placeholder_that_cannot_be_released_yet_stay_taken(tmp_path)
 def test_a_session_whose_handling_raises_is_set_aside_and_the_others_start(site):
     broken, fine = site.subscribe(), site.subscribe()
     site.step(T0 + 1)
-    ensure = site.bridge.runner.placeholders.ensure
+    ensure = site.service.placeholders.ensure
 
     def buggy(row, start, now):
         if row.id == broken:
             raise RuntimeError("a bug")
         return ensure(row, start, now)
 
-    site.bridge.runner.placeholders.ensure = buggy
+    site.service.placeholders.ensure = buggy
     site.run(broken, {"c1": 2}, 100)
     site.run(fine, {"c1": 2}, 100)
     site.step(T0 + 2)
@@ -292,7 +310,7 @@ def test_a_session_whose_handling_raises_is_set_aside_and_the_others_start(site)
     (error,) = site.events(broken, "error")
     assert "RuntimeError: a bug" in error.reason
     assert site.state(fine) is AppState.STARTED
-    assert site.bridge.runner.enactor.session_errors == 1
+    assert site.service.stats.session_errors == 1
 
 
 def test_the_api_answers_while_a_batch_system_call_hangs(site):
@@ -308,15 +326,15 @@ def test_the_api_answers_while_a_batch_system_call_hangs(site):
 
     site.adapter.create_reservation = hanging
     site.run(sid, {"c1": 2}, 100)
-    assert site.bridge.plan()
-    worker = threading.Thread(target=site.bridge.enact)
+    assert site.service.passes.plan()
+    worker = threading.Thread(target=site.service.enactor.run)
     worker.start()
     try:
         assert entered.wait(10)
         # The batch system is stuck in a call; everything a launcher does still answers.
         other = site.subscribe()
         site.run(other, {"c1": 1}, 10)
-        assert site.bridge.plan()
+        assert site.service.passes.plan()
         assert site.bridge.health().status == "ok"
         assert site.bridge.info("alice", other).estimated_start is not None
         site.bridge.withdraw("alice", other)
@@ -354,10 +372,7 @@ def test_local_jobs_submitted_later_never_delay_the_first_waiting_session(tmp_pa
 
 
 def test_a_waiting_session_whose_launcher_went_silent_is_withdrawn(tmp_path):
-    site = Site(tmp_path)
-    site.bridge.config = site.bridge.config.model_copy(
-        update={"bridge": site.bridge.config.bridge.model_copy(update={"session_timeout": 60})}
-    )
+    site = Site(tmp_path, session_timeout=60)
     site.adapter.submit("c1", JobSpec(name="busy", user="bob", argv=("x",), hosts=4, walltime=900))
     alive, silent = site.subscribe(), site.subscribe()
     site.run(alive, {"c1": 4}, 100)
@@ -374,9 +389,8 @@ def test_a_waiting_session_whose_launcher_went_silent_is_withdrawn(tmp_path):
 
 
 def test_limits_name_themselves_and_change_nothing(tmp_path):
-    site = Site(tmp_path)
     limits = LimitSettings(sessions=2, hosts=3, duration=600, user={"bob": Limits(hosts=4)})
-    site.bridge.config = site.bridge.config.model_copy(update={"limits": limits})
+    site = Site(tmp_path, limits=limits)
     first, _ = site.subscribe(), site.subscribe()
     with pytest.raises(OverLimit, match=r"limits\.sessions allows \(2\)"):
         site.subscribe()
@@ -436,7 +450,7 @@ def test_random_hostile_requests_never_stop_another_user_s_session(tmp_path_fact
             site.step(t)
         assert site.state(alice) is AppState.STARTED
         assert site.events(alice, "start")[0].time <= promised
-        assert site.bridge.runner.enactor.session_errors == 0
+        assert site.service.stats.session_errors == 0
     finally:
         site.store.close()
 

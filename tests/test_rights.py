@@ -21,9 +21,9 @@ from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.http.metrics import BridgeCollector
 from coorm_bridge.protocol import Problem
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.problems import RECHECK_EVERY
+from coorm_bridge.service.wiring import Service, assemble
 from coorm_bridge.store import Store
 
 T0 = 1_000_000
@@ -72,22 +72,23 @@ class Site:
             placement=PlacementSettings(attempts=3, poll_interval=POLL),
         )
         self.store = Store(tmp_path / "bridge.sqlite")
-        self.bridge = Bridge(config, self.adapter, self.store)
-        self.bridge.check_rights()  # as the loop does before serving
+        self.service = assemble(config, self.adapter, self.store)
+        self.bridge, self.loop = self.service.bridge, self.service.loop
+        self.loop.check_rights()  # as the loop does before serving
 
     def step(self, t: int) -> None:
         self.adapter.run_until(t)
         for cluster in ("c1", "c2"):
-            self.bridge.poll(cluster)
-        self.bridge.tick()
+            self.loop.poll(cluster)
+        self.loop.tick()
 
     def events(self, sid: str, kind: str) -> list:
         return [e for e in self.store.events(sid) if e.type == kind]
 
 
-def rights_metric(bridge: Bridge) -> dict[str, float]:
+def rights_metric(service: Service) -> dict[str, float]:
     found: list[Metric] = [
-        m for m in BridgeCollector(bridge).collect() if m.name == "coorm_cluster_rights"
+        m for m in BridgeCollector(service).collect() if m.name == "coorm_cluster_rights"
     ]
     return {s.labels["cluster"]: s.value for s in found[0].samples}
 
@@ -105,7 +106,7 @@ def test_lacking_rights_is_told_at_start_once_and_in_health(tmp_path, caplog):
     assert health.problems == (Problem(kind="rights", clusters=("c1",), message=REMEDY, since=T0),)
     assert all(c.status == "ok" for c in health.clusters.values())  # reading works
     assert errors(caplog) == [f"cluster c1: {REMEDY}"]
-    assert rights_metric(site.bridge) == {"c1": 0, "c2": 1}
+    assert rights_metric(site.service) == {"c1": 0, "c2": 1}
 
 
 def test_sessions_wait_are_told_and_resume_once_the_rights_are_granted(tmp_path, caplog):
@@ -138,7 +139,7 @@ def test_sessions_wait_are_told_and_resume_once_the_rights_are_granted(tmp_path,
     assert site.store.session(sid).state is AppState.STARTED
     assert site.bridge.health().status == "ok"
     assert site.bridge.health().problems == ()
-    assert rights_metric(site.bridge) == {"c1": 1, "c2": 1}
+    assert rights_metric(site.service) == {"c1": 1, "c2": 1}
     solved = [r.getMessage() for r in caplog.records if "solved" in r.getMessage()]
     assert solved == ["cluster c1: solved: the bridge may hold reservations there again"]
 
@@ -201,9 +202,9 @@ def test_a_placeholder_slurm_lost_waits_for_the_rights_instead_of_killing_its_se
     (held,) = [p for p in site.store.placeholders(sid) if p.cluster == "c1"]
     MockAdapter.delete_reservation(site.adapter, "c1", held.name)  # the batch system lost it
     site.adapter.denied = {"c1"}
-    assert site.bridge.reconcile() == {}
+    assert site.loop.reconcile() == {}
     assert site.store.session(sid).state is AppState.STARTED
     assert not site.events(sid, "killed")
     site.adapter.denied = set()
-    assert site.bridge.reconcile() == {"recreated": 1}
+    assert site.loop.reconcile() == {"recreated": 1}
     assert held.name in {r.name for r in site.adapter.snapshot(["c1"]).clusters["c1"].reservations}

@@ -68,7 +68,7 @@ def run(config: Config, on_ready: Callable[[list[str]], None] | None = None) -> 
             # collector's full passes, which otherwise stall every request for 100 ms and more.
             gc.freeze()
             listen = config.bridge.tcp
-            app = create_app(service.bridge)
+            app = create_app(service)
             notifier: Notifier = app.state.notifier
             serve(
                 app,

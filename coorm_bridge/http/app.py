@@ -1,4 +1,5 @@
-"""The HTTP API v1 (docs/design.md §5) over a :class:`~coorm_bridge.service.bridge.Bridge`.
+"""The HTTP API v1 (docs/design.md §5) over the assembled service
+(:mod:`coorm_bridge.service.wiring`), with FastAPI.
 
 Who is calling: on the Unix socket, the peer's uid (read by
 :mod:`coorm_bridge.http.server`); on TCP,
@@ -22,24 +23,24 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from coorm_bridge import __version__
 from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response, status_of
-from coorm_bridge.http.metrics import BridgeCollector, LongPollCollector
+from coorm_bridge.http.metrics import BridgeCollector
 from coorm_bridge.http.routes import metrics_router, router
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.errors import SessionError
+from coorm_bridge.service.stats import Stats
+from coorm_bridge.service.wiring import Service
 
 log = logging.getLogger(__name__)
 
 
 class Notifier:
     """Wakes the long polls of a session when the bridge stored events for it (any thread), and
-    all of them when the server stops."""
+    all of them when the server stops. It counts the long polls waiting in ``stats``."""
 
-    def __init__(self) -> None:
+    def __init__(self, stats: Stats) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: dict[str, set[asyncio.Event]] = {}
-        self.waiting = 0
-        """Long polls waiting now (an int, so that a scrape in another thread can read it)."""
+        self.stats = stats
         self.passed = asyncio.Event()
         """Set (and replaced) after each pass: a request's answer waits on it, not a thread."""
         self.stopping = False
@@ -68,7 +69,7 @@ class Notifier:
         launcher polls again and finds the bridge gone, as after any stop), and later ones
         answer at once; a request waiting for its pass runs it."""
         self.stopping = True
-        log.info("stopping: answering %d open long poll(s)", self.waiting)
+        log.info("stopping: answering %d open long poll(s)", self.stats.long_polls)
         for waiters in self.waiters.values():
             for waiter in waiters:
                 waiter.set()
@@ -77,14 +78,14 @@ class Notifier:
     def register(self, session_id: str) -> asyncio.Event:
         waiter = asyncio.Event()
         self.waiters.setdefault(session_id, set()).add(waiter)
-        self.waiting += 1
+        self.stats.long_polls += 1
         return waiter
 
     def unregister(self, session_id: str, waiter: asyncio.Event) -> None:
         waiters = self.waiters.get(session_id)
         if waiters is not None and waiter in waiters:
             waiters.discard(waiter)
-            self.waiting -= 1
+            self.stats.long_polls -= 1
             if not waiters:
                 del self.waiters[session_id]
 
@@ -138,21 +139,19 @@ def _too_large(limit: int) -> JSONResponse:
 _error = error_response
 
 
-def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastAPI:
-    """The ASGI application; ``tokens`` maps bearer tokens to users (default: the config's)."""
-    notifier = Notifier()
+def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> FastAPI:
+    """The ASGI application over ``service``; ``tokens`` maps bearer tokens to users (default:
+    the config's). While it serves, its notifier is one of the service's listeners."""
+    notifier = Notifier(service.stats)
     registry = CollectorRegistry(auto_describe=True)
-    registry.register(BridgeCollector(bridge))
-    registry.register(LongPollCollector(lambda: notifier.waiting))
+    registry.register(BridgeCollector(service))
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         notifier.loop = asyncio.get_running_loop()
-        bridge.listeners.append(notifier.wake)
-        bridge.pass_listeners.append(notifier.pass_ran)
+        service.listeners.add(notifier.wake, notifier.pass_ran)
         yield
-        bridge.pass_listeners.remove(notifier.pass_ran)
-        bridge.listeners.remove(notifier.wake)
+        service.listeners.remove(notifier.wake, notifier.pass_ran)
         notifier.loop = None
 
     app = FastAPI(
@@ -164,8 +163,12 @@ def create_app(bridge: Bridge, tokens: Mapping[str, str] | None = None) -> FastA
         redoc_url=None,
         lifespan=lifespan,
     )
-    app.state.bridge = bridge
-    app.state.tokens = dict(tokens if tokens is not None else bridge.config.bridge.tokens)
+    app.state.bridge = service.bridge
+    app.state.jobs = service.jobs
+    app.state.passes = service.passes
+    app.state.stats = service.stats
+    app.state.interval = service.config.policy.interval
+    app.state.tokens = dict(tokens if tokens is not None else service.config.bridge.tokens)
     app.state.notifier = notifier
     app.state.registry = registry
     app.include_router(router, prefix=API_PREFIX)

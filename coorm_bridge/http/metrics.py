@@ -1,13 +1,15 @@
-"""Prometheus metrics, read from the bridge at scrape time (nothing to keep in step by hand).
+"""Prometheus metrics, read from the service at scrape time (nothing to keep in step by hand).
 
 The paper's cost measures (passes, notifications, computed configurations) sit beside what a site
 admin watches: sessions per state, placements and their failures, and which batch systems answer.
+The counters come from the service's stats; the gauges from the store (sessions, placeholders),
+the poller (which batch systems answer) and the open problems (the bridge's rights).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -16,44 +18,47 @@ from prometheus_client.registry import Collector
 from coorm_bridge.store.rows import PlaceholderStatus
 
 if TYPE_CHECKING:
-    from coorm_bridge.service.bridge import Bridge
+    from coorm_bridge.service.wiring import Service
 
 
 class BridgeCollector(Collector):
-    def __init__(self, bridge: Bridge) -> None:
-        self.bridge = bridge
+    """Every metric of ``/metrics``, from the parts of ``service`` it names."""
+
+    def __init__(self, service: Service) -> None:
+        self.stats = service.stats
+        self.store = service.store
+        self.poller = service.poller
+        self.problems = service.problems
 
     def collect(self) -> Iterator[Metric]:
-        runner = self.bridge.runner
-        enactor = runner.enactor
+        stats = self.stats
         sessions = GaugeMetricFamily("coorm_sessions", "Sessions per state.", labels=["state"])
-        for state, count in self.bridge.store.counts().items():
+        for state, count in self.store.counts().items():
             sessions.add_metric([state.value], count)
         yield sessions
-        counters = runner.policy.counters
         for name, value, text in (
-            ("coorm_policy_passes", counters.passes, "Policy passes run."),
-            ("coorm_notifications", counters.notifications, "Views sent to applications."),
+            ("coorm_policy_passes", stats.policy.passes, "Policy passes run."),
+            ("coorm_notifications", stats.policy.notifications, "Views sent to applications."),
             (
                 "coorm_computed_configurations",
-                counters.computed_configurations,
+                stats.policy.computed_configurations,
                 "Distinct views handed to applications' selectors.",
             ),
-            ("coorm_recomputed", counters.recomputed, "Earliest-start searches run."),
-            ("coorm_placements", enactor.placements, "Applications started on placeholders."),
+            ("coorm_recomputed", stats.policy.recomputed, "Earliest-start searches run."),
+            ("coorm_placements", stats.placements, "Applications started on placeholders."),
             (
                 "coorm_placement_failures",
-                enactor.placement_failures,
+                stats.placement_failures,
                 "Co-allocation attempts that failed and were rolled back.",
             ),
             (
                 "coorm_reconciliations",
-                self.bridge.reconciliations,
+                stats.reconciliations,
                 "Reconciliation passes run (the first one before the daemon serves).",
             ),
             (
                 "coorm_session_errors",
-                enactor.session_errors,
+                stats.session_errors,
                 "Sessions set aside after an unexpected error (each logged once at ERROR).",
             ),
         ):
@@ -61,14 +66,14 @@ class BridgeCollector(Collector):
         held = GaugeMetricFamily(
             "coorm_placeholders", "Placeholder reservations per status.", labels=["status"]
         )
-        statuses = Counter(p.status.value for p in self.bridge.store.placeholders())
+        statuses = Counter(p.status.value for p in self.store.placeholders())
         for status in PlaceholderStatus:
             held.add_metric([status.value], statuses[status.value])
         yield held
         repaired = CounterMetricFamily(
             "coorm_reconciled", "Reconciliation repairs, per action.", labels=["action"]
         )
-        for action, count in sorted(self.bridge.reconciled.items()):
+        for action, count in sorted(stats.repairs.items()):
             repaired.add_metric([action], count)
         yield repaired
         up = GaugeMetricFamily(
@@ -83,22 +88,13 @@ class BridgeCollector(Collector):
             "its account the rights; see /v1/health).",
             labels=["cluster"],
         )
-        for cluster, polled in runner.poller.statuses().items():
+        for cluster, polled in self.poller.statuses().items():
             up.add_metric([cluster], 0 if polled.stale else 1)
             failures.add_metric([cluster], polled.failures)
-            rights.add_metric([cluster], 0 if runner.problems.has("rights", cluster) else 1)
+            rights.add_metric([cluster], 0 if self.problems.has("rights", cluster) else 1)
         yield up
         yield failures
         yield rights
-
-
-class LongPollCollector(Collector):
-    """How many long polls (``GET .../events?wait=``) the HTTP layer holds open now: launchers
-    waiting on their events, each with a connection and a task in the daemon."""
-
-    def __init__(self, waiting: Callable[[], int]) -> None:
-        self.waiting = waiting
-
-    def collect(self) -> Iterator[Metric]:
+        # Launchers waiting on their events, each with a connection and a task in the daemon.
         text = "Long polls waiting for their session's events."
-        yield GaugeMetricFamily("coorm_long_polls", text, value=self.waiting())
+        yield GaugeMetricFamily("coorm_long_polls", text, value=stats.long_polls)

@@ -1,8 +1,9 @@
 """The routes of HTTP API v1 (docs/design.md §5), mounted by :func:`.app.create_app`.
 
-Handlers find the bridge, the notifier and the metrics registry on ``request.app.state``. Calls
-into the bridge run in worker threads (they take its lock and touch SQLite); long polls wait on
-asyncio events woken by the bridge, so a thousand idle launchers cost no thread each, and by the
+Handlers find the bridge (sessions), the job desk (jobs), the pass runner, the stats, the
+notifier and the metrics registry on ``request.app.state``. Calls into the service run in worker
+threads (they take the bridge's lock and touch SQLite); long polls wait on asyncio events woken
+by the service's listeners, so a thousand idle launchers cost no thread each, and by the
 server's stop, which must not wait for them (:meth:`~coorm_bridge.http.app.Notifier.stop`).
 """
 
@@ -40,6 +41,9 @@ from coorm_bridge.protocol import (
     Subscribed,
 )
 from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.jobs import JobDesk
+from coorm_bridge.service.passes import PassRunner
+from coorm_bridge.service.stats import Stats
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 413, 422)
@@ -85,8 +89,14 @@ def the_bridge(request: Request) -> Bridge:
     return bridge
 
 
+def the_jobs(request: Request) -> JobDesk:
+    jobs: JobDesk = request.app.state.jobs
+    return jobs
+
+
 User = Annotated[str, Depends(caller)]
 TheBridge = Annotated[Bridge, Depends(the_bridge)]
+TheJobs = Annotated[JobDesk, Depends(the_jobs)]
 
 
 async def blocking(call: Callable[[], Any]) -> Any:
@@ -144,20 +154,21 @@ async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature decl
     # Passes call no batch system, so the next one comes within about policy.interval. The wait
     # holds no worker thread: a thousand launchers waiting here leave the threads to the others.
     notifier = request.app.state.notifier
+    runner: PassRunner = request.app.state.passes
+    stats: Stats = request.app.state.stats
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + 2 * bridge.config.policy.interval + 10
-    while bridge.runner.passes <= passes and (left := deadline - loop.time()) > 0:
+    deadline = loop.time() + 2 * request.app.state.interval + 10
+    while stats.passes <= passes and (left := deadline - loop.time()) > 0:
         if notifier.stopping:
             # The loop's next pass may come after the stop (policy.interval is up to an hour):
             # this one runs it, so that the answer still carries the estimate.
             response.headers["connection"] = "close"
-            await blocking(bridge.plan)
+            await blocking(runner.plan)
             break
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(notifier.passed.wait(), timeout=left)
-    row = await blocking(lambda: bridge.store.session(session_id))
-    assert row is not None
-    return RequestAnswer(session=row.id, state=row.state, estimated_start=row.estimated_start)
+    answer: RequestAnswer = await blocking(lambda: bridge.answer(session_id))
+    return answer
 
 
 #: Seconds between the reads of a waiting long poll: half the shortest session_timeout.
@@ -212,25 +223,25 @@ async def withdraw(bridge: TheBridge, session_id: str, user: User) -> StateAnswe
 
 
 @router.post("/sessions/{session_id}/jobs", status_code=201)
-async def submit_job(bridge: TheBridge, session_id: str, body: JobRequest, user: User) -> JobAnswer:
+async def submit_job(jobs: TheJobs, session_id: str, body: JobRequest, user: User) -> JobAnswer:
     """A job into the session's placeholder on a cluster, run by the bridge's front end (the
     mock platform): accepted and written down, run by the worker; the answer never waits."""
-    answer: JobAnswer = await blocking(lambda: bridge.jobs.submit(user, session_id, body))
+    answer: JobAnswer = await blocking(lambda: jobs.submit(user, session_id, body))
     return answer
 
 
 @router.get("/sessions/{session_id}/jobs")
-async def jobs(bridge: TheBridge, session_id: str, user: User) -> list[JobInfo]:
+async def jobs(desk: TheJobs, session_id: str, user: User) -> list[JobInfo]:
     """The session's jobs through the front end, oldest first."""
-    found: list[JobInfo] = await blocking(lambda: bridge.jobs.jobs(user, session_id))
+    found: list[JobInfo] = await blocking(lambda: desk.jobs(user, session_id))
     return found
 
 
 @router.delete("/sessions/{session_id}/jobs/{job_id}", status_code=202)
-async def cancel_job(bridge: TheBridge, session_id: str, job_id: str, user: User) -> JobInfo:
+async def cancel_job(jobs: TheJobs, session_id: str, job_id: str, user: User) -> JobInfo:
     """Cancel a job: its process gets SIGTERM, then SIGKILL after a grace (done by the worker,
     so the answer is only that it is asked)."""
-    info: JobInfo = await blocking(lambda: bridge.jobs.cancel(user, session_id, job_id))
+    info: JobInfo = await blocking(lambda: jobs.cancel(user, session_id, job_id))
     return info
 
 

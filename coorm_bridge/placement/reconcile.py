@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from coorm_bridge.core.batch import AdapterError, LacksRights, Reservation, ReservationSpec
 from coorm_bridge.core.states import HOLDING
@@ -25,14 +25,29 @@ log = logging.getLogger(__name__)
 
 
 class Reconciler:
-    """Compares what the batch systems hold with the placeholders' book, and repairs."""
+    """Compares what the batch systems hold with the placeholders' book, and repairs.
 
-    def __init__(self, book: Placeholders) -> None:
+    ``lost(session_id, why)`` is told when a started session's placeholder cannot be held as
+    promised (the service ends that session)."""
+
+    def __init__(self, book: Placeholders, lost: Callable[[str, str], None]) -> None:
         self.book = book
         self.adapter = book.adapter
         self.store = book.store
-        self.lost: Callable[[str, str], None] = lambda session_id, why: None
-        """Told when a started session's placeholder cannot be held as promised."""
+        self.lost = lost
+
+    def ours(self, clusters: Iterable[str]) -> dict[str, list[Reservation]]:
+        """Per cluster that answers now, the reservations with the bridge's prefix it holds:
+        asked now, as the last poll may predate the enactor's latest changes."""
+        assert not self.store.in_transaction, "no batch-system call inside a store transaction"
+        found: dict[str, list[Reservation]] = {}
+        for cluster in clusters:
+            try:
+                shot = self.adapter.snapshot([cluster]).clusters[cluster]
+            except AdapterError:
+                continue  # a silent batch system: nothing can be checked there
+            found[cluster] = [r for r in shot.reservations if r.name.startswith(self.book.prefix)]
+        return found
 
     def reconcile(self, ours: Mapping[str, list[Reservation]], now: int) -> dict[str, int]:
         """Bring the batch systems in line with the store; ``ours`` maps each cluster that

@@ -1,19 +1,24 @@
 """The service: launcher sessions, passes, placements, polling, the loop, configuration, wiring.
 
-:mod:`.bridge` holds the session operations the HTTP API calls; :mod:`.passes` plans a pass and
-records it (states, estimates, events) without calling any batch system; :mod:`.enactor` carries
-out what the passes want of the batch systems; :mod:`.recorder` writes every session change with
-its event; :mod:`.polling` keeps each batch system's last snapshot; :mod:`.loop` runs polling,
-passes, placements and reconciliation on APScheduler.
+:mod:`.wiring` is the composition root: it builds every part below, once, and hands each its
+collaborators and callbacks. :mod:`.bridge` holds the session operations the HTTP API calls, and
+:mod:`.jobs` the jobs through the front end; :mod:`.passes` plans a pass and records it (states,
+estimates, events) without calling any batch system; :mod:`.enactor` carries out what the passes
+want of the batch systems; :mod:`.recorder` writes every session change with its event;
+:mod:`.polling` keeps each batch system's last snapshot; :mod:`.loop` drives the poller, the
+passes, the enactor, the reconciler and the job runner on APScheduler; :mod:`.stats` holds the
+counters ``/metrics`` shows.
 
 Locks and transactions (outermost first; the rules are enforced where the comment says):
 
-1. ``Enactor.working`` is held while batch systems are changed: one enactment or one
-   reconciliation at a time. Nothing else waits for it; it may be held for as long as the batch
-   systems take.
-2. ``Bridge._lock`` serialises the session operations that write, each pass, and the enactor's
-   recording of an outcome, so a pass always sees one consistent application table. It is never
-   held across a batch-system call: passes call none, the enactor takes it only to record.
+1. The working lock (``Enactor.working``, the same lock the loop's reconciliation takes) is held
+   while batch systems are changed: one enactment or one reconciliation at a time. Nothing else
+   waits for it; it may be held for as long as the batch systems take.
+2. The bridge's lock (made by the composition root, given to the bridge, the job desk, the pass
+   runner, the enactor and the catalogue) serialises the session operations that write, each
+   pass, and the enactor's recording of an outcome, so a pass always sees one consistent
+   application table. It is never held across a batch-system call: passes call none, the
+   enactor takes it only to record.
    Reads (session info, events, long polls, health, metrics) never take it, and an answer to a
    request waits for the next pass on an asyncio event, not in a worker thread.
 3. ``Store._lock`` is innermost: a store transaction holds it until the commit. Inside a

@@ -1,35 +1,37 @@
-"""The bridge: launcher sessions, the policy pass, and the placeholders that make it real.
+"""The bridge: what launchers do with their sessions, as the HTTP API calls it.
 
-One object ties the parts together: the store (every state change is written before it is
-acknowledged), the poller (the batch systems' latest snapshots), the policy (pure) and placement
-(the batch systems' reservations). The HTTP API calls the session operations, the loop calls
-:meth:`Bridge.poll`, :meth:`Bridge.tick` and :meth:`Bridge.reconcile`; one lock serialises them
-so that a pass always sees a consistent application table.
+Subscribe, read a session and its view, request, done, withdraw, read events, and the site's
+clusters, availability and health. Each operation that writes takes the bridge's lock (the one
+every pass takes), writes through the store (every state change is committed before it is
+acknowledged) and asks for a pass; reads take no lock. The bridge calls no batch system: the
+loop (:mod:`.loop`) polls them, runs the passes and carries out what they want, and every part
+is built and handed its collaborators by the composition root (:mod:`.wiring`).
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import threading
-from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
+from contextlib import AbstractContextManager
 
 from pydantic import ValidationError
 
 from coorm_bridge.adapters.base import Adapter
-from coorm_bridge.core.batch import AdapterError
-from coorm_bridge.core.messages import CAP, Change, Event, View
-from coorm_bridge.core.model import Filter, Request, describe
+from coorm_bridge.core.messages import CAP, Event, View
+from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request, describe
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
-from coorm_bridge.protocol import ClusterHealth, Health, SessionInfo, Subscribed
-from coorm_bridge.service.catalogue import catalogue_changes
+from coorm_bridge.protocol import ClusterHealth, Health, RequestAnswer, SessionInfo, Subscribed
+from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config
+from coorm_bridge.service.due import Due
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound, OverLimit
-from coorm_bridge.service.jobrunner import JobRunner
-from coorm_bridge.service.jobs import JobDesk
 from coorm_bridge.service.passes import PassRunner, application_of
-from coorm_bridge.service.problems import check_rights
+from coorm_bridge.service.polling import Poller
+from coorm_bridge.service.problems import Problems
+from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.silence import Silence
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import SessionRow
 
@@ -37,59 +39,65 @@ log = logging.getLogger(__name__)
 
 
 class Bridge:
-    """See the module docstring. ``adapter.now()`` is the bridge's clock."""
+    """The session API. ``adapter.now()`` is the bridge's clock; ``passes`` gives the last
+    pass's views, ``poller`` and ``problems`` what health shows; ``due`` asks for a pass and
+    ``stats`` counts them; ``lock`` is the bridge's lock."""
 
-    def __init__(self, config: Config, adapter: Adapter, store: Store) -> None:
+    def __init__(
+        self,
+        *,
+        config: Config,
+        adapter: Adapter,
+        store: Store,
+        catalogue: Catalogue,
+        passes: PassRunner,
+        poller: Poller,
+        problems: Problems,
+        recorder: Recorder,
+        silence: Silence,
+        due: Due,
+        stats: Stats,
+        lock: AbstractContextManager[object],
+    ) -> None:
         self.config = config
         self.adapter = adapter
         self.store = store
-        self.infos = adapter.clusters()
-        self.interconnect = adapter.interconnect()
+        self.catalogue = catalogue
+        self.passes = passes
+        self.poller = poller
+        self.problems = problems
+        self.recorder = recorder
+        self.silence = silence
+        self.due = due
+        self.stats = stats
+        self._lock = lock
         self.admins = frozenset(config.bridge.admins)
-        self._lock = threading.RLock()
-        self.runner = PassRunner(config, adapter, store, [c.name for c in self.infos], self._lock)
-        self.runner.notify = self._notify
-        self.runner.reconciler.lost = self._lost_placeholder
-        self.reconciliations = 0
-        """Reconciliation passes run since the start (the first one before serving)."""
-        self.reconciled: Counter[str] = Counter()
-        """Repairs made by reconciliation since the start, per action (for metrics)."""
-        self.heard: dict[str, int] = {}
-        """When each session's launcher last called (in memory: after a restart, every
-        session gets a full ``session_timeout`` from the start)."""
-        self.started = adapter.now()
-        self._silence_checked = 0
-        self.pass_listeners: list[Callable[[], None]] = []
-        """Called after each pass (from the loop's thread)."""
-        self.listeners: list[Callable[[str], None]] = []
-        """Called with a session id after events were stored for it (from any thread)."""
-        self.jobs = JobDesk(adapter, store, self._lock, self._own, lambda: self.infos)
-        """Jobs into the sessions' placeholders, for an adapter with a front end (the mock)."""
-        self.job_runner = JobRunner(adapter, store)
+
+    @property
+    def infos(self) -> list[ClusterInfo]:
+        """The clusters as last read (``GET /v1/clusters``)."""
+        return self.catalogue.infos
+
+    @property
+    def interconnect(self) -> Interconnect:
+        return self.catalogue.interconnect
 
     def now(self) -> int:
         return self.adapter.now()
-
-    def _notify(self, session_id: str) -> None:
-        for listener in self.listeners:
-            try:
-                listener(session_id)
-            except Exception:
-                log.exception("an event listener failed")
 
     # -- identity ---------------------------------------------------------------------------
 
     def is_admin(self, user: str) -> bool:
         return user in self.admins
 
-    def _own(self, user: str, session_id: str) -> SessionRow:
+    def own(self, user: str, session_id: str) -> SessionRow:
         """The session if ``user`` may act on it; unknown and foreign sessions look the same
         (404), so that nobody learns which ids exist."""
         row = self.store.session(session_id)
         if row is None or (row.owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
         if row.owner == user:
-            self.heard[session_id] = self.now()
+            self.silence.heard(session_id, self.now())
         return row
 
     # -- launcher operations ----------------------------------------------------------------
@@ -112,8 +120,8 @@ class Bridge:
                         f"allows ({limits.sessions}): end or withdraw one first"
                     )
             row = self.store.create_session(user, name, filter, [c.name for c in seen], self.now())
-            self.heard[row.id] = self.now()
-            self.runner.trigger()
+            self.silence.heard(row.id, self.now())
+            self.due.trigger()
         log.info("session %s subscribed by %s (%s)", row.id, user, ", ".join(row.clusters))
         return Subscribed(session=row.id, clusters=tuple(seen))
 
@@ -122,14 +130,14 @@ class Bridge:
         return [self._info(row) for row in self.store.sessions(owner=owner)]
 
     def info(self, user: str, session_id: str) -> SessionInfo:
-        return self._info(self._own(user, session_id))
+        return self._info(self.own(user, session_id))
 
     def _info(self, row: SessionRow) -> SessionInfo:
-        view = self.runner.view(row.id) if row.state in PLACED else None
+        view = self.passes.view(row.id) if row.state in PLACED else None
         end = row.alloc_end
         if row.state in (AppState.FINISH_SENT, AppState.GHOST) and row.done_at is not None:
             end = application_of(row).hold_end(self.config.policy.fair_start)
-        stale = set(self.runner.poller.stale())
+        stale = set(self.poller.stale())
         return SessionInfo(
             session=row.id,
             name=row.name,
@@ -153,7 +161,7 @@ class Bridge:
 
         Validated against the clusters the session sees; refused once the session started."""
         with self._lock:
-            row = self._own(user, session_id)
+            row = self.own(user, session_id)
             try:
                 request = Request.model_validate(
                     {"nodes": nodes, "duration": duration}, context={"clusters": row.clusters}
@@ -166,15 +174,21 @@ class Bridge:
             self.store.update_session(
                 session_id, now=self.now(), state=AppState.REQUEST_SENT, request=request
             )
-            self.runner.trigger()
-            return self.runner.passes
+            self.due.trigger()
+            return self.stats.passes
+
+    def answer(self, session_id: str) -> RequestAnswer:
+        """What a request is answered with once its pass ran: the state and the estimate."""
+        row = self.store.session(session_id)
+        assert row is not None  # a session is deleted only long after it ended
+        return RequestAnswer(session=row.id, state=row.state, estimated_start=row.estimated_start)
 
     def done(self, user: str, session_id: str) -> SessionRow:
         """done: the application exited; its hosts become a ghost for ``fair_start`` seconds.
 
         Repeating it is harmless (a launcher retries when the answer was lost)."""
         with self._lock:
-            row = self._own(user, session_id)
+            row = self.own(user, session_id)
             if row.state in (AppState.FINISH_SENT, AppState.GHOST, AppState.FINISHED):
                 return row
             if row.state is not AppState.STARTED:
@@ -186,19 +200,19 @@ class Bridge:
             row = self.store.update_session(
                 session_id, now=now, state=AppState.FINISH_SENT, done_at=now
             )
-            self.runner.trigger()
+            self.due.trigger()
             return row
 
     def withdraw(self, user: str, session_id: str) -> SessionRow:
         """Withdraw before start: the session ends and any placeholder held ahead goes."""
         with self._lock:
-            row = self._own(user, session_id)
+            row = self.own(user, session_id)
             if row.state is AppState.CANCELLED:
                 return row
             if row.state not in PLACED:
                 raise Conflict(f"session {session_id} is {row.state}: send done instead")
-            row = self.runner.recorder.end(row, AppState.CANCELLED, self.now())
-            self.runner.trigger()
+            row = self.recorder.end(row, AppState.CANCELLED, self.now())
+            self.due.trigger()
             return row
 
     def events(self, user: str, session_id: str, after: int, limit: int = 1000) -> list[Event]:
@@ -208,137 +222,18 @@ class Bridge:
         if owner is None or (owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
         if owner == user:
-            self.heard[session_id] = self.now()  # a launcher's long poll: it is alive
+            self.silence.heard(session_id, self.now())  # a launcher's long poll: it is alive
         try:
             return self.store.events(session_id, after=after, limit=limit)
         except KeyError:
             raise NotFound(f"no session {session_id} of yours") from None
 
-    # -- the loop ---------------------------------------------------------------------------
-
-    def poll(self, cluster: str) -> float:
-        """Snapshot one cluster; returns the seconds until it should be polled again. A
-        cluster that refused the bridge its rights is asked again now and then, so that health
-        clears once an admin granted them, even with no session there to retry."""
-        if self.runner.poller.poll(cluster):
-            self.runner.trigger()
-        if self.runner.problems.due("rights", cluster, self.now()):
-            self.check_rights([cluster])
-        return self.runner.poller.delay(cluster)
-
-    def check_rights(self, clusters: Iterable[str] | None = None) -> None:
-        """Whether the batch systems let the bridge hold reservations (at start, before
-        serving): an admin who must grant rights hears of it at once, not at the first
-        session's refusal."""
-        names = self.runner.poller.clusters if clusters is None else clusters
-        check_rights(self.adapter, self.runner.problems, names, self.now())
-
-    def plan(self) -> bool:
-        """Run a pass if one is due (something changed, or a start, a placement horizon, a
-        ghost's end or a retry was reached). True if it ran. It calls no batch system: what it
-        wants of them is left to :meth:`enact`."""
-        with self._lock:
-            self._withdraw_silent(self.now())
-            if not self.runner.due(self.now()):
-                return False
-            self.runner.run(self.now())
-        for listener in self.pass_listeners:
-            try:
-                listener()
-            except Exception:
-                log.exception("a pass listener failed")
-        return True
-
-    def _withdraw_silent(self, now: int) -> None:
-        """Waiting sessions whose launcher went silent for ``bridge.session_timeout`` are
-        withdrawn (with a ``withdrawn`` event saying why): a dead launcher must not keep its
-        place in the queue, nor the placeholders held for it."""
-        timeout = self.config.bridge.session_timeout
-        if timeout is None or now < self._silence_checked + min(10, timeout // 10):
-            return
-        self._silence_checked = now
-        for row in self.store.sessions(states=PLACED):
-            last = max(self.heard.get(row.id, self.started), self.started)
-            if now - last >= timeout:
-                why = f"no word from its launcher for {now - last} s (bridge.session_timeout)"
-                self.runner.recorder.withdraw(row, why, now)
-                self.heard.pop(row.id, None)
-                self.runner.trigger()
-                log.info("session %s withdrawn: %s", row.id, why)
-
-    def enact(self) -> int:
-        """Carry out in the batch systems what the passes want (outside the lock, one run at a
-        time); returns how many sessions were worked on."""
-        return self.runner.enactor.run()
-
-    def tick(self) -> bool:
-        """A pass if one is due, then its placements: the loop runs the two apart (so that no
-        call waits on a batch system); tests and tools step through both at once."""
-        ran = self.plan()
-        self.enact()
-        return ran
-
-    def reconcile(self) -> dict[str, int]:
-        """Compare the batch systems' reservations with the store and repair the difference.
-
-        It changes reservations, so it runs between two enactments, never during one; the
-        bridge's lock is not held while the batch systems are asked."""
-        with self.runner.enactor.working:
-            ours = {}
-            for cluster in self.runner.poller.clusters:
-                try:
-                    shot = self.adapter.snapshot([cluster]).clusters[cluster]
-                except AdapterError:
-                    continue
-                prefix = self.runner.placeholders.prefix
-                ours[cluster] = [r for r in shot.reservations if r.name.startswith(prefix)]
-            done = self.runner.reconciler.reconcile(ours, self.now())
-            self.reconciled.update(done)
-            self.reconciliations += 1
-        if done:
-            log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
-            self.runner.trigger()
-        return done
-
-    def _lost_placeholder(self, session_id: str, why: str) -> None:
-        """A started session's placeholder cannot be held as promised (reconciliation): its
-        launcher is told, and its hosts are given back."""
-        with self._lock:
-            row = self.store.session(session_id)
-            if row is not None and row.state is AppState.STARTED:
-                self.runner.recorder.kill(row, why, self.now())
-            self.runner.trigger()
-
-    def refresh_catalogue(self) -> dict[str, list[Change]]:
-        """Re-read the clusters' properties and links; tell each session what changed on the
-        clusters it sees (CHANGE of kind ``info`` or ``interconnect``). Returns the changes.
-
-        The adapter is asked outside the lock: a slow batch system delays only this job."""
-        try:
-            infos = self.adapter.clusters()
-            interconnect = self.adapter.interconnect()
-        except AdapterError as error:
-            log.info("clusters' properties not re-read: %s", error)
-            return {}
-        with self._lock:
-            changes = catalogue_changes(self.infos, infos, self.interconnect, interconnect)
-            if not changes:
-                return {}
-            fresh = {info.name: info for info in infos}
-            self.infos = [fresh.get(info.name, info) for info in self.infos]
-            self.interconnect = interconnect
-            self.runner.announce(changes, self.now())
-            self.runner.trigger()
-        log.info(
-            "clusters changed: %s",
-            ", ".join(f"{c} ({k.kind})" for c, ks in changes.items() for k in ks),
-        )
-        return changes
+    # -- the site ---------------------------------------------------------------------------
 
     def availability(self) -> list[CAP]:
         """Free hosts per cluster after every session of the last pass: what a new subscriber
         would be shown (empty before the first pass)."""
-        last = self.runner.last
+        last = self.passes.last
         if last is None:
             return []
         return [CAP.of(name, profile, last.now) for name, profile in sorted(last.left.items())]
@@ -351,9 +246,9 @@ class Bridge:
                 failures=status.failures,
                 error=status.error,
             )
-            for name, status in self.runner.poller.statuses().items()
+            for name, status in self.poller.statuses().items()
         }
-        problems = self.runner.problems.listed()
+        problems = self.problems.listed()
         degraded = bool(problems) or any(c.status != "ok" for c in clusters.values())
         return Health(
             status="degraded" if degraded else "ok",
@@ -362,7 +257,3 @@ class Bridge:
             sessions=len(self.store.sessions(states=ACTIVE)),
             problems=problems,
         )
-
-    def close(self) -> None:
-        with self._lock:
-            self.adapter.close()

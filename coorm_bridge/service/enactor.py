@@ -18,7 +18,6 @@ job still running inside, a silent batch system) is retried with back-off.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from coorm_bridge.service.config import Config
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems, check_rights
 from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import SessionRow, Store
 from coorm_bridge.store.rows import PlaceholderRow
 
@@ -74,7 +74,13 @@ class Backoff:
 
 
 class Enactor:
-    """Carries out intents; :meth:`run` is called by the loop (one run at a time)."""
+    """Carries out intents; :meth:`run` is called by the loop (one run at a time).
+
+    ``lock`` is the bridge's lock, taken briefly to record an outcome, never across a batch
+    call; ``working`` is held while batch systems are changed (one enactment or reconciliation
+    at a time); ``trigger`` asks for a pass; ``problems`` are what an admin must fix (the
+    bridge's rights), told once and asked again on success; ``stats`` counts placements, their
+    failures and sessions set aside."""
 
     def __init__(
         self,
@@ -85,8 +91,11 @@ class Enactor:
         placeholders: Placeholders,
         poller: Poller,
         recorder: Recorder,
+        problems: Problems,
         lock: AbstractContextManager[object],
-        problems: Problems | None = None,
+        working: AbstractContextManager[object],
+        trigger: Callable[[], None],
+        stats: Stats,
     ) -> None:
         self.config = config
         self.adapter = adapter
@@ -94,22 +103,17 @@ class Enactor:
         self.placeholders = placeholders
         self.poller = poller
         self.recorder = recorder
+        self.problems = problems
         self.lock = lock
-        """The bridge's lock: taken briefly to record an outcome, never across a batch call."""
-        self.problems = problems if problems is not None else Problems()
-        """What an admin must fix (the bridge's rights): told once, asked again on success."""
-        self.trigger: Callable[[], None] = lambda: None
+        self.working = working
+        self.trigger = trigger
+        self.stats = stats
         self.order: tuple[str, ...] = ()
         self.intents: dict[str, Intent] = {}
         self.placement: dict[str, Backoff] = {}
         """Sessions whose placeholders could not be held, and when to try again."""
         self.releases: dict[str, Backoff] = {}
         """Sessions whose placeholders could not be shrunk or deleted, and when to try again."""
-        self.placements = 0
-        self.placement_failures = 0
-        self.session_errors = 0
-        self.working = threading.Lock()
-        """Held while batch systems are being changed: one enactment or reconciliation."""
 
     # -- from the passes (under the bridge's lock) --------------------------------------------
 
@@ -220,7 +224,7 @@ class Enactor:
                 waiting = fresh is not None and fresh.state is AppState.WAITING
                 if fresh is not None and waiting and fresh.request == row.request:
                     self.recorder.started(fresh, held, now)
-                    self.placements += 1
+                    self.stats.placements += 1
                 self.trigger()  # its hosts leave the others' views at the next pass
 
     def _overrun(self, held: Mapping[str, PlaceholderRow]) -> str | None:
@@ -270,7 +274,7 @@ class Enactor:
         """Tell the launcher, refresh what the refusing clusters look like, and try again no
         earlier than the batch system's hint, or after a back-off; never again when it can
         never succeed."""
-        self.placement_failures += 1
+        self.stats.placement_failures += 1
         if failed.permanent:
             with self.lock:
                 fresh = self.store.session(row.id)
@@ -334,7 +338,7 @@ class Enactor:
     def _set_aside(self, sid: str, error: Exception, now: int) -> None:
         """An unexpected error while handling one session ends that session, not the others:
         logged once with its traceback, counted, and told to its launcher."""
-        self.session_errors += 1
+        self.stats.session_errors += 1
         log.error("session %s set aside after an unexpected error", sid, exc_info=error)
         try:
             with self.lock:

@@ -17,10 +17,10 @@ from contextlib import AbstractContextManager
 from typing import Final
 
 from coorm_bridge.adapters.base import Adapter
-from coorm_bridge.core.model import ClusterInfo
 from coorm_bridge.core.states import AppState
 from coorm_bridge.placement.placeholders import HELD
 from coorm_bridge.protocol import JobAnswer, JobInfo, JobRequest
+from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound, NotYours, OverLimit
 from coorm_bridge.store import JobCommand, JobRow, SessionRow, Store, new_job_id
 
@@ -31,24 +31,26 @@ TOOLS: Final = {"slurm": "sbatch", "oar": "oarsub"}
 
 
 class JobDesk:
-    """The HTTP API's side of jobs; ``own(user, session)`` is the bridge's ownership check
-    (404 for a session that is not the caller's), ``lock`` the bridge's lock."""
+    """The HTTP API's side of jobs. ``own(user, session)`` is the bridge's ownership check (404
+    for a session that is not the caller's), ``lock`` the bridge's lock, ``wake`` tells the
+    worker (the loop's job thread) there is something new."""
 
     def __init__(
         self,
+        *,
         adapter: Adapter,
         store: Store,
+        catalogue: Catalogue,
         lock: AbstractContextManager[object],
         own: Callable[[str, str], SessionRow],
-        infos: Callable[[], list[ClusterInfo]],
+        wake: Callable[[], None],
     ) -> None:
         self.adapter = adapter
         self.store = store
+        self.catalogue = catalogue
         self.lock = lock
         self.own = own
-        self.infos = infos
-        self.wake: Callable[[], None] = lambda: None
-        """Tells the worker there is something new (set by the loop)."""
+        self.wake = wake
 
     def submit(self, user: str, session_id: str, body: JobRequest) -> JobAnswer:
         """Accept a job: checked, written down, and handed to the worker; nothing is run yet."""
@@ -133,7 +135,7 @@ class JobDesk:
     def _submission_kind(self, cluster: str) -> str | None:
         """Who takes jobs on ``cluster`` (``ClusterInfo.submission``): on a mixed site the
         bridge's front end serves the simulated platform's clusters, not the batch systems'."""
-        info = next((c for c in self.infos() if c.name == cluster), None)
+        info = next((c for c in self.catalogue.infos if c.name == cluster), None)
         return None if info is None or info.submission is None else info.submission.kind
 
     def _takes_jobs_itself(self, session_id: str, cluster: str) -> str:

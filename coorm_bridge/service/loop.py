@@ -1,24 +1,45 @@
-"""The bridge's periodic work, on APScheduler: polling, passes, reconciliation (with a re-read of
-the clusters' properties and links), purging; and, on a thread of its own, the front end's jobs.
+"""The bridge's periodic work, on APScheduler: polling, passes, placements, reconciliation (with
+a re-read of the clusters' properties and links), purging; and, on a thread of its own, the front
+end's jobs. The loop drives each part itself: the poller, the pass runner, the enactor, the
+reconciler, the catalogue and the job runner, all handed to it by the composition root.
 
 Each cluster has its own polling job, so that one silent batch system never delays the others
 (clusters one batch-system answer covers, the partitions of a Slurm controller, share theirs);
 after each poll the job is rescheduled with the poller's delay (backed off while the cluster does
 not answer). The policy job ticks every ``policy.interval`` seconds and runs a pass only when one
-is due, which is how "at most once per interval, when triggered" is kept.
+is due, which is how "at most once per interval, when triggered" is kept. Placements run apart
+from passes, so that a slow batch system delays them, not the passes (nor, through them, the
+answers to launchers).
+
+The steps (:meth:`Loop.poll`, :meth:`Loop.tick`, :meth:`Loop.reconcile`, :meth:`Loop.check_rights`)
+are what the scheduled jobs run; :meth:`Loop.start` runs them once in order before serving, and
+tests and tools step through them by hand without starting the scheduler.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
 from apscheduler.triggers.interval import IntervalTrigger
 
-from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.adapters.base import Adapter
+from coorm_bridge.placement.reconcile import Reconciler
+from coorm_bridge.service.catalogue import Catalogue
+from coorm_bridge.service.config import Config
+from coorm_bridge.service.due import Due
+from coorm_bridge.service.enactor import Enactor
+from coorm_bridge.service.jobrunner import JobRunner
+from coorm_bridge.service.passes import PassRunner
+from coorm_bridge.service.polling import Poller
+from coorm_bridge.service.problems import Problems, check_rights
+from coorm_bridge.service.stats import Stats
+from coorm_bridge.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -30,38 +51,115 @@ JOBS_EVERY = 0.5
 
 
 class Loop:
-    """Starts and stops the scheduler; ``start`` polls every cluster once first."""
+    """The steps of the bridge's work, and the scheduler that runs them; ``start`` polls every
+    cluster once first. ``working`` is the lock the enactor holds while it changes batch
+    systems (a reconciliation waits for it); ``jobs_due`` is set when a job is submitted or
+    cancelled; ``stats`` counts reconciliations and their repairs."""
 
-    def __init__(self, bridge: Bridge, reconcile_every: float = RECONCILE_EVERY) -> None:
-        self.bridge = bridge
+    def __init__(
+        self,
+        *,
+        config: Config,
+        adapter: Adapter,
+        store: Store,
+        poller: Poller,
+        passes: PassRunner,
+        enactor: Enactor,
+        reconciler: Reconciler,
+        catalogue: Catalogue,
+        problems: Problems,
+        job_runner: JobRunner,
+        due: Due,
+        working: AbstractContextManager[object],
+        jobs_due: threading.Event,
+        stats: Stats,
+        reconcile_every: float = RECONCILE_EVERY,
+    ) -> None:
+        self.config = config
+        self.adapter = adapter
+        self.store = store
+        self.poller = poller
+        self.passes = passes
+        self.enactor = enactor
+        self.reconciler = reconciler
+        self.catalogue = catalogue
+        self.problems = problems
+        self.job_runner = job_runner
+        self.due = due
+        self.working = working
+        self.stats = stats
         self.reconcile_every = reconcile_every
         self._rescheduling = threading.Lock()
         self._stopping = False
         self._enacting = False
         self._again = False
-        self._jobs_due = threading.Event()
+        self._jobs_due = jobs_due
         self._jobs_thread: threading.Thread | None = None
-        clusters = bridge.runner.poller.clusters
         self.scheduler = BackgroundScheduler(
             executors={
-                "default": ThreadPoolExecutor(max(4, len(clusters) + 2)),
+                "default": ThreadPoolExecutor(max(4, len(poller.clusters) + 2)),
             },
             job_defaults={"coalesce": True, "max_instances": 1, "misfire_grace_time": None},
             timezone="UTC",
         )
 
+    # -- the steps ----------------------------------------------------------------------------
+
+    def check_rights(self, clusters: Iterable[str] | None = None) -> None:
+        """Whether the batch systems let the bridge hold reservations (at start, before
+        serving): an admin who must grant rights hears of it at once, not at the first
+        session's refusal."""
+        names = self.poller.clusters if clusters is None else clusters
+        check_rights(self.adapter, self.problems, names, self.adapter.now())
+
+    def poll(self, cluster: str) -> float:
+        """Snapshot one cluster (and those read with it); returns the seconds until it should be
+        polled again. A cluster that refused the bridge its rights is asked again now and then,
+        so that health clears once an admin granted them, even with no session there to
+        retry."""
+        if self.poller.poll(cluster):
+            self.due.trigger()
+        if self.problems.due("rights", cluster, self.adapter.now()):
+            self.check_rights([cluster])
+        return self.poller.delay(cluster)
+
+    def tick(self) -> bool:
+        """A pass if one is due, then its placements; True if a pass ran. The scheduler runs
+        the two apart (so that no pass waits on a batch system); tests and tools step through
+        both at once."""
+        ran = self.passes.plan()
+        self.enactor.run()
+        return ran
+
+    def reconcile(self) -> dict[str, int]:
+        """Compare the batch systems' reservations with the store and repair the difference.
+
+        It changes reservations, so it runs between two enactments, never during one; the
+        bridge's lock is not held while the batch systems are asked."""
+        with self.working:
+            ours = self.reconciler.ours(self.poller.clusters)
+            done = self.reconciler.reconcile(ours, self.adapter.now())
+            self.stats.repairs.update(done)
+            self.stats.reconciliations += 1
+        if done:
+            log.info("reconciliation: %s", ", ".join(f"{k} {v}" for k, v in done.items()))
+            self.due.trigger()
+        return done
+
+    # -- the scheduler ------------------------------------------------------------------------
+
     def start(self) -> None:
         """Check the bridge's rights, poll everything, reconcile, run a first pass, then go on
         in the background."""
-        self.bridge.check_rights()
-        groups = [group[0] for group in self.bridge.runner.poller.groups]
+        self.check_rights()
+        groups = [group[0] for group in self.poller.groups]
         for cluster in groups:  # with the clusters read with it
-            self.bridge.poll(cluster)
-        self.bridge.reconcile()
-        self.bridge.tick()
-        interval = self.bridge.config.policy.interval
+            self.poll(cluster)
+        self.reconcile()
+        self.tick()
+        interval = self.config.policy.interval
         for cluster in groups:
-            delay = self.bridge.runner.poller.delay(cluster)
+            delay = self.poller.delay(cluster)
             self.scheduler.add_job(
                 self._poll, IntervalTrigger(seconds=delay), args=(cluster,), id=f"poll-{cluster}"
             )
@@ -69,7 +167,7 @@ class Loop:
         # Placements: started when a pass wants something (and every poll interval, for
         # retries coming due); one run at a time, which goes on while there is work.
         self.scheduler.add_job(
-            self._wake_enactor, IntervalTrigger(seconds=self.bridge.config.placement.poll_interval)
+            self._wake_enactor, IntervalTrigger(seconds=self.config.placement.poll_interval)
         )
         self.scheduler.add_job(
             self._reconcile, IntervalTrigger(seconds=self.reconcile_every), id="reconcile"
@@ -78,7 +176,6 @@ class Loop:
         self.scheduler.start()
         # The front end's jobs on a thread of their own: a process's end is seen within half a
         # second, and a job submitted or cancelled at once, whatever the scheduler runs.
-        self.bridge.jobs.wake = self._jobs_due.set
         self._jobs_thread = threading.Thread(target=self._jobs, name="jobs", daemon=True)
         self._jobs_thread.start()
 
@@ -96,7 +193,7 @@ class Loop:
 
     def _poll(self, cluster: str) -> None:
         try:
-            delay = self.bridge.poll(cluster)
+            delay = self.poll(cluster)
         except Exception:
             log.exception("polling %s failed", cluster)
             return
@@ -110,13 +207,13 @@ class Loop:
 
     def _tick(self) -> None:
         try:
-            planned = self.bridge.plan()
+            planned = self.passes.plan()
         except Exception:
             # A bug in one pass must not stop the next ones; the next pass starts afresh.
             log.exception("policy pass failed")
-            self.bridge.runner.trigger()
+            self.due.trigger()
             return
-        if planned and self.bridge.runner.enactor.pending:
+        if planned and self.enactor.pending:
             self._wake_enactor()
 
     def _wake_enactor(self) -> None:
@@ -135,11 +232,10 @@ class Loop:
             self.scheduler.add_job(self._enact, id="enact", replace_existing=True)
 
     def _enact(self) -> None:
-        """Placements run apart from passes: a slow batch system delays them, not the passes
-        (nor, through them, the answers to launchers)."""
+        """Placements until none is left to do (one run at a time)."""
         while True:
             try:
-                self.bridge.enact()
+                self.enactor.run()
             except Exception:
                 log.exception("carrying out the placements failed")
             with self._rescheduling:
@@ -150,11 +246,11 @@ class Loop:
 
     def _reconcile(self) -> None:
         try:
-            self.bridge.reconcile()
+            self.reconcile()
         except Exception:
             log.exception("reconciliation failed")
         try:
-            self.bridge.refresh_catalogue()
+            self.catalogue.refresh()
         except Exception:
             log.exception("re-reading the clusters' properties failed")
 
@@ -167,11 +263,11 @@ class Loop:
             if self._stopping:
                 return
             try:
-                self.bridge.job_runner.run()
+                self.job_runner.run()
             except Exception:
                 log.exception("looking after the front end's jobs failed")
 
     def _purge(self) -> None:
-        removed = self.bridge.store.purge_finished(self.bridge.now() - KEEP_FINISHED)
+        removed = self.store.purge_finished(self.adapter.now() - KEEP_FINISHED)
         if removed:
             log.info("purged %d finished sessions", removed)

@@ -19,74 +19,75 @@ from typing import Final
 
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.core.batch import NodeState
-from coorm_bridge.core.messages import Change, availability_changes
+from coorm_bridge.core.messages import availability_changes
 from coorm_bridge.core.policy import Application, Plan, Policy
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
-from coorm_bridge.placement.placeholders import RELEASING, Placeholders
-from coorm_bridge.placement.reconcile import Reconciler
+from coorm_bridge.placement.placeholders import RELEASING
 from coorm_bridge.service.config import Config
+from coorm_bridge.service.due import Due
 from coorm_bridge.service.enactor import Enactor, Hold, Intent, Release, Shrink, Start
 from coorm_bridge.service.polling import Poller
-from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.silence import Silence
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import PlaceholderRow, SessionRow, Store
 
 log = logging.getLogger(__name__)
 
 
 class PassRunner:
-    """Runs passes and remembers what launchers were told; the caller holds the bridge lock."""
+    """Runs passes and remembers what launchers were told.
+
+    ``lock`` is the bridge's lock, taken for a whole pass; ``passed`` is told after each one
+    (the listeners: requests waiting for their estimate), and ``stats`` counts it. ``silence``
+    withdraws the sessions whose launcher went silent, before each pass."""
 
     def __init__(
         self,
+        *,
         config: Config,
         adapter: Adapter,
         store: Store,
-        clusters: list[str],
+        policy: Policy,
+        poller: Poller,
+        recorder: Recorder,
+        enactor: Enactor,
+        silence: Silence,
+        due: Due,
         lock: AbstractContextManager[object],
+        passed: Callable[[], None],
+        stats: Stats,
     ) -> None:
         self.config = config
+        self.adapter = adapter
         self.store = store
-        prefix = own_prefix(config, store)
-        self.policy = Policy(config.policy)
-        self.poller = Poller(adapter, clusters, prefix, config.placement.poll_interval)
-        self.placeholders = Placeholders(adapter, store, prefix)
-        self.reconciler = Reconciler(self.placeholders)
-        self.recorder = Recorder(store)
-        self.problems = Problems()
-        self.enactor = Enactor(
-            config=config,
-            adapter=adapter,
-            store=store,
-            placeholders=self.placeholders,
-            poller=self.poller,
-            recorder=self.recorder,
-            lock=lock,
-            problems=self.problems,
-        )
-        self.enactor.trigger = self.trigger
-        self.passes = 0
-        self.dirty = True
-        self.next_due: int | None = None
+        self.policy = policy
+        self.poller = poller
+        self.recorder = recorder
+        self.enactor = enactor
+        self.silence = silence
+        self.due = due
+        self.lock = lock
+        self.passed = passed
+        self.stats = stats
         self.last: Plan | None = None
         self._sent: dict[str, dict[str, Profile]] = {}
         self._apps: dict[str, tuple[SessionRow, int | None, Application]] = {}
 
-    @property
-    def notify(self) -> Callable[[str], None]:
-        return self.recorder.notify
-
-    @notify.setter
-    def notify(self, callback: Callable[[str], None]) -> None:
-        self.recorder.notify = callback
-
-    def trigger(self) -> None:
-        """Something changed: run a pass at the next tick (at most one per policy.interval)."""
-        self.dirty = True
-
-    def due(self, now: int) -> bool:
-        return self.dirty or (self.next_due is not None and now >= self.next_due)
+    def plan(self) -> bool:
+        """Run a pass if one is due (something changed, or a start, a placement horizon, a
+        ghost's end or a retry was reached). True if it ran. It calls no batch system: what it
+        wants of them is left to the enactor."""
+        with self.lock:
+            if self.silence.withdraw(self.adapter.now()):
+                self.due.trigger()
+            now = self.adapter.now()
+            if not self.due.due(now):
+                return False
+            self.run(now)
+        self.passed()
+        return True
 
     def view(self, session_id: str) -> dict[str, Profile] | None:
         """The view the last pass computed for a waiting session (None: not placed then)."""
@@ -95,12 +96,21 @@ class PassRunner:
         except KeyError:
             return None
 
+    def lost(self, session_id: str, why: str) -> None:
+        """A started session's placeholder cannot be held as promised (reconciliation found
+        it gone or changed for good): its launcher is told, and its hosts are given back."""
+        with self.lock:
+            row = self.store.session(session_id)
+            if row is not None and row.state is AppState.STARTED:
+                self.recorder.kill(row, why, self.adapter.now())
+            self.due.trigger()
+
     # -- the pass ---------------------------------------------------------------------------
 
     def run(self, now: int) -> Plan:
         """One pass: plan, record (one transaction, one savepoint per session: a session whose
         handling raises is set aside alone), and hand the intents to the enactor."""
-        self.dirty = False
+        self.due.taken()
         rows = {row.id: row for row in self.store.sessions(states=ACTIVE)}
         held = self._held()
         table = self._applications(rows, now)
@@ -125,8 +135,8 @@ class PassRunner:
             self._sent.pop(app_id, None)
         self._intend(rows, result, held, ended, now)
         self._sent = {k: v for k, v in self._sent.items() if k in result.outcomes}
-        self.next_due = self._next_due(result, now)
-        self.passes += 1
+        self.due.next_at(self._next_due(result, now))
+        self.stats.passes += 1
         return result
 
     def _applications(self, rows: dict[str, SessionRow], now: int) -> list[Application]:
@@ -195,7 +205,7 @@ class PassRunner:
         return row
 
     def _set_aside(self, row: SessionRow, error: Exception, now: int) -> None:
-        self.enactor.session_errors += 1
+        self.stats.session_errors += 1
         log.error("session %s set aside after an unexpected error", row.id, exc_info=error)
         why = f"the bridge could not handle this session: {type(error).__name__}: {error}"
         try:
@@ -317,21 +327,6 @@ class PassRunner:
         intents |= dict.fromkeys(starts, Start())
         intents |= dict(others)
         self.enactor.want(list(intents), intents)
-
-    def announce(self, changes: Mapping[str, list[Change]], now: int) -> None:
-        """Tell every active session the changes of the clusters it sees (properties, links),
-        in one transaction."""
-        with self.recorder.batch():
-            for row in self.store.sessions(states=ACTIVE):
-                told = [change for c in row.clusters for change in changes.get(c, ())]
-                if told:
-                    event = {
-                        "type": "change",
-                        "time": now,
-                        "changes": told,
-                        "estimated_start": row.estimated_start,
-                    }
-                    self.recorder.emit(row.id, event)
 
     def _next_due(self, result: Plan, now: int) -> int | None:
         """The next moment a pass has work even if nothing changes: a start, a horizon reached,

@@ -22,11 +22,12 @@ log = logging.getLogger(__name__)
 
 
 class Recorder:
-    """Writes session changes and their events; ``notify`` is called per session after commit."""
+    """Writes session changes and their events; ``notify(session_id)`` is called once per
+    session after each commit (the listeners: long polls wake then)."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store, notify: Callable[[str], None]) -> None:
         self.store = store
-        self.notify: Callable[[str], None] = lambda session_id: None
+        self.notify = notify
         self._woken: list[str] | None = None
 
     @contextmanager

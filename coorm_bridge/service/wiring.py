@@ -1,19 +1,43 @@
-"""The service assembled from its configuration: adapter, store, bridge and loop.
+"""The composition root: every part of the service built here, once, from the configuration.
 
-The HTTP server goes on top of it in ``coorm-bridge serve`` (:mod:`coorm_bridge.cli.serve`);
-tests and tools can build the same service without one.
+Each part gets its collaborators and callbacks through its constructor and keeps them; none
+builds another, none is given anything afterwards, and none reaches through one part for
+another. :func:`assemble` builds the parts over an adapter and a store (what tests and tools
+use); :func:`build` first locks the state folder and makes the adapter and the store from the
+configuration (what ``coorm-bridge serve`` uses, with the HTTP server on top,
+:mod:`coorm_bridge.cli.serve`).
+
+Who drives what: the loop (:mod:`.loop`) polls, runs passes, enactments, reconciliations and
+the front end's jobs; the HTTP API calls the bridge (sessions), the job desk (jobs), and reads
+the stats; the listeners carry news from the recorder and the passes to the HTTP layer.
 """
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.registry import AdapterContext, create_adapter
 from coorm_bridge.core.batch import Misconfigured
+from coorm_bridge.core.policy import Policy
+from coorm_bridge.placement.placeholders import Placeholders
+from coorm_bridge.placement.reconcile import Reconciler
 from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config, ConfigError
+from coorm_bridge.service.due import Due
+from coorm_bridge.service.enactor import Enactor
+from coorm_bridge.service.jobrunner import JobRunner
+from coorm_bridge.service.jobs import JobDesk
+from coorm_bridge.service.listeners import Listeners
 from coorm_bridge.service.loop import Loop
+from coorm_bridge.service.passes import PassRunner, own_prefix
+from coorm_bridge.service.polling import Poller
+from coorm_bridge.service.problems import Problems
+from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.silence import Silence
+from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
 from coorm_bridge.store.lock import StateLock
 
@@ -34,49 +58,188 @@ def open_store(config: Config) -> Store:
     return Store(path)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Service:
-    """The daemon's parts, in the order they are made and the reverse of the order they close."""
+    """The daemon's parts, as :func:`assemble` made them. The HTTP app is built over the
+    bridge, the job desk, the pass runner (a request's answer at a stop), the listeners, the
+    stats and what else ``/metrics`` reads; tests step the loop and look at the parts."""
 
-    lock: StateLock
+    config: Config
     adapter: Adapter
     store: Store
+    lock: threading.RLock
+    """The bridge's lock (see the package docstring)."""
+    stats: Stats
+    listeners: Listeners
+    catalogue: Catalogue
+    poller: Poller
+    problems: Problems
+    placeholders: Placeholders
+    enactor: Enactor
+    passes: PassRunner
+    reconciler: Reconciler
     bridge: Bridge
+    jobs: JobDesk
+    job_runner: JobRunner
     loop: Loop
+    folder: StateLock | None = None
+    """The state folder's lock, held by a daemon (:func:`build`) until it closes."""
 
     def close(self) -> None:
+        """Stop the loop, then close the adapter (no session operation under way) and the
+        store, in the reverse of the order they were made."""
         try:
             self.loop.stop()
-            self.bridge.close()
+            with self.lock:
+                self.adapter.close()
             self.store.close()
         finally:
-            self.lock.release()
+            if self.folder is not None:
+                self.folder.release()
+
+
+def assemble(
+    config: Config, adapter: Adapter, store: Store, folder: StateLock | None = None
+) -> Service:
+    """Every part of the service over ``adapter`` and ``store``, the loop not started. Reads
+    the clusters, which raises what the adapter raises when it cannot say them."""
+    infos, interconnect = adapter.clusters(), adapter.interconnect()
+    clusters = [info.name for info in infos]
+    prefix = own_prefix(config, store)
+    lock = threading.RLock()
+    working = threading.Lock()  # held while batch systems change: one enactment or repair
+    jobs_due = threading.Event()
+    listeners = Listeners()
+    due = Due()
+    policy = Policy(config.policy)
+    stats = Stats(policy=policy.counters)
+    recorder = Recorder(store, notify=listeners.session_changed)
+    poller = Poller(adapter, clusters, prefix, config.placement.poll_interval)
+    problems = Problems()
+    placeholders = Placeholders(adapter, store, prefix)
+    silence = Silence(store, recorder, config.bridge.session_timeout, adapter.now())
+    catalogue = Catalogue(
+        adapter=adapter,
+        store=store,
+        recorder=recorder,
+        lock=lock,
+        trigger=due.trigger,
+        infos=infos,
+        interconnect=interconnect,
+    )
+    enactor = Enactor(
+        config=config,
+        adapter=adapter,
+        store=store,
+        placeholders=placeholders,
+        poller=poller,
+        recorder=recorder,
+        problems=problems,
+        lock=lock,
+        working=working,
+        trigger=due.trigger,
+        stats=stats,
+    )
+    passes = PassRunner(
+        config=config,
+        adapter=adapter,
+        store=store,
+        policy=policy,
+        poller=poller,
+        recorder=recorder,
+        enactor=enactor,
+        silence=silence,
+        due=due,
+        lock=lock,
+        passed=listeners.pass_ran,
+        stats=stats,
+    )
+    reconciler = Reconciler(placeholders, lost=passes.lost)
+    bridge = Bridge(
+        config=config,
+        adapter=adapter,
+        store=store,
+        catalogue=catalogue,
+        passes=passes,
+        poller=poller,
+        problems=problems,
+        recorder=recorder,
+        silence=silence,
+        due=due,
+        stats=stats,
+        lock=lock,
+    )
+    jobs = JobDesk(
+        adapter=adapter,
+        store=store,
+        catalogue=catalogue,
+        lock=lock,
+        own=bridge.own,
+        wake=jobs_due.set,
+    )
+    job_runner = JobRunner(adapter, store)
+    loop = Loop(
+        config=config,
+        adapter=adapter,
+        store=store,
+        poller=poller,
+        passes=passes,
+        enactor=enactor,
+        reconciler=reconciler,
+        catalogue=catalogue,
+        problems=problems,
+        job_runner=job_runner,
+        due=due,
+        working=working,
+        jobs_due=jobs_due,
+        stats=stats,
+    )
+    return Service(
+        config=config,
+        adapter=adapter,
+        store=store,
+        lock=lock,
+        stats=stats,
+        listeners=listeners,
+        catalogue=catalogue,
+        poller=poller,
+        problems=problems,
+        placeholders=placeholders,
+        enactor=enactor,
+        passes=passes,
+        reconciler=reconciler,
+        bridge=bridge,
+        jobs=jobs,
+        job_runner=job_runner,
+        loop=loop,
+        folder=folder,
+    )
 
 
 def build(config: Config) -> Service:
-    """Lock the state folder, then make adapter, store, bridge and loop (not started); raises
-    StoreError when another daemon holds the folder or the database cannot be used,
-    ConfigError when the batch system shows a setting of the file to be wrong (a partition it
-    does not have), AdapterError when it cannot say its clusters (one that does not answer)."""
+    """Lock the state folder, then make adapter and store and assemble the service (the loop
+    not started); raises StoreError when another daemon holds the folder or the database
+    cannot be used, ConfigError when the batch system shows a setting of the file to be wrong
+    (a partition it does not have), AdapterError when it cannot say its clusters (one that does
+    not answer)."""
     state = config.bridge.state_path
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
-    lock = StateLock(state)
-    lock.acquire()
+    folder = StateLock(state)
+    folder.acquire()
     adapter = store = None
     try:
         adapter = make_adapter(config)
         store = open_store(config)
-        bridge = Bridge(config, adapter, store)
+        return assemble(config, adapter, store, folder)
     except BaseException as error:
         if store is not None:
             store.close()
         if adapter is not None:
             adapter.close()
-        lock.release()
+        folder.release()
         if isinstance(error, Misconfigured):
             raise misconfigured(config, error) from error
         raise
-    return Service(lock, adapter, store, bridge, Loop(bridge))
 
 
 def misconfigured(config: Config, error: Misconfigured) -> ConfigError:

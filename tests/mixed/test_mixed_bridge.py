@@ -20,9 +20,9 @@ from coorm_bridge.core.model import ClusterInfo, Filter, Submission
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.protocol import JobRequest
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.errors import Conflict
+from coorm_bridge.service.wiring import Service, assemble
 from coorm_bridge.store import Store
 
 USER = getpass.getuser()
@@ -42,7 +42,7 @@ def platform(name: str, hosts: int) -> str:
 
 
 @pytest.fixture
-def bridge(tmp_path: Path):
+def service(tmp_path: Path):
     batch = TakesJobsItself(parse_platform(platform("alpha", 4)), WallClock())
     simulated = MockAdapter(
         parse_platform(platform("delta", 4)), WallClock(), jobs=tmp_path / "jobs", run_jobs=True
@@ -53,32 +53,32 @@ def bridge(tmp_path: Path):
         placement=PlacementSettings(poll_interval=1.0),
     )
     store = Store(tmp_path / "bridge.sqlite")
-    made = Bridge(config, adapter, store)
+    made = assemble(config, adapter, store)
     yield made
     made.close()
     adapter.close()
     store.close()
 
 
-def started(bridge: Bridge, nodes: dict[str, int]) -> tuple[str, StartEvent]:
-    sid = bridge.subscribe(USER, Filter(), "coupled").session
-    bridge.put_request(USER, sid, nodes, 600)
+def started(service: Service, nodes: dict[str, int]) -> tuple[str, StartEvent]:
+    sid = service.bridge.subscribe(USER, Filter(), "coupled").session
+    service.bridge.put_request(USER, sid, nodes, 600)
     deadline = time.monotonic() + 20
-    while (row := bridge.store.session(sid)) is None or row.state is not AppState.STARTED:
-        assert time.monotonic() < deadline, bridge.store.events(sid)
+    while (row := service.store.session(sid)) is None or row.state is not AppState.STARTED:
+        assert time.monotonic() < deadline, service.store.events(sid)
         for cluster in ("alpha", "delta"):
-            bridge.poll(cluster)
-        bridge.tick()
+            service.loop.poll(cluster)
+        service.loop.tick()
         time.sleep(0.05)
-    (start,) = [e for e in bridge.store.events(sid) if isinstance(e, StartEvent)]
+    (start,) = [e for e in service.store.events(sid) if isinstance(e, StartEvent)]
     return sid, start
 
 
-def test_an_application_over_two_systems_starts_once_in_a_placeholder_on_each(bridge):
-    _, start = started(bridge, {"alpha": 3, "delta": 2})
+def test_an_application_over_two_systems_starts_once_in_a_placeholder_on_each(service):
+    _, start = started(service, {"alpha": 3, "delta": 2})
     assert len(start.allocations["alpha"].hosts) == 3
     assert len(start.allocations["delta"].hosts) == 2
-    batch, simulated = (system.adapter for system in bridge.adapter.systems)
+    batch, simulated = (system.adapter for system in service.adapter.systems)
     for system, cluster in ((batch, "alpha"), (simulated, "delta")):
         (held,) = system.snapshot([cluster]).clusters[cluster].reservations
         assert held.name == start.allocations[cluster].reservation
@@ -87,8 +87,8 @@ def test_an_application_over_two_systems_starts_once_in_a_placeholder_on_each(br
         assert held.users == (USER,)
 
 
-def test_the_bridge_runs_jobs_on_the_simulated_platform_only(bridge, tmp_path):
-    sid, start = started(bridge, {"alpha": 1, "delta": 2})
+def test_the_bridge_runs_jobs_on_the_simulated_platform_only(service, tmp_path):
+    sid, start = started(service, {"alpha": 1, "delta": 2})
     work = tmp_path / "work"
     work.mkdir()
     body = {
@@ -100,18 +100,18 @@ def test_the_bridge_runs_jobs_on_the_simulated_platform_only(bridge, tmp_path):
         "stderr": str(work / "err.txt"),
     }
     with pytest.raises(Conflict) as refused:
-        bridge.jobs.submit(USER, sid, JobRequest.model_validate({**body, "cluster": "alpha"}))
+        service.jobs.submit(USER, sid, JobRequest.model_validate({**body, "cluster": "alpha"}))
     reservation = start.allocations["alpha"].reservation
     assert str(refused.value) == (
         "this cluster's batch system takes jobs itself: submit with sbatch (kind slurm) into "
         f"reservation {reservation}"
     )
-    answer = bridge.jobs.submit(USER, sid, JobRequest.model_validate({**body, "cluster": "delta"}))
+    answer = service.jobs.submit(USER, sid, JobRequest.model_validate({**body, "cluster": "delta"}))
     assert sorted(answer.hosts) == sorted(start.allocations["delta"].hosts)
     deadline = time.monotonic() + 30
-    while (job := bridge.store.job(answer.job)) is not None and job.step != "ended":
+    while (job := service.store.job(answer.job)) is not None and job.step != "ended":
         assert time.monotonic() < deadline, job
-        bridge.job_runner.run()
+        service.job_runner.run()
         time.sleep(0.05)
     assert job is not None
     assert job.state == "completed", job

@@ -22,9 +22,8 @@ from coorm_bridge.core.batch import JobSpec, JobState, Refused, ReservationSpec
 from coorm_bridge.core.model import Filter, Submission
 from coorm_bridge.core.occupancy import free_profile
 from coorm_bridge.core.policy import PolicyConfig
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
-from coorm_bridge.service.loop import Loop
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
 pytestmark = pytest.mark.slurm
@@ -198,8 +197,8 @@ def test_the_bridge_co_allocates_one_application_over_two_slurm_clusters(slurm_c
     )
     adapter = make_slurm_adapter(settings)
     store = Store(tmp_path / "bridge.sqlite")
-    bridge = Bridge(config, adapter, store)
-    loop = Loop(bridge)
+    service = assemble(config, adapter, store)
+    bridge, loop = service.bridge, service.loop
     loop.start()
     try:
         a, b = slurm_clusters.clusters[:2]
@@ -282,8 +281,8 @@ def test_a_slurm_controller_that_stops_answering_degrades_the_bridge_until_it_is
     )
     config = Config(placement=PlacementSettings(poll_interval=0.5), adapter=settings)
     store = Store(tmp_path / "bridge.sqlite")
-    bridge = Bridge(config, make_slurm_adapter(settings), store)
-    loop = Loop(bridge)
+    service = assemble(config, make_slurm_adapter(settings), store)
+    bridge, loop = service.bridge, service.loop
     loop.start()
     try:
         assert bridge.health().status == "ok"
@@ -302,7 +301,7 @@ def test_a_slurm_controller_that_stops_answering_degrades_the_bridge_until_it_is
         wait(lambda: bridge.health().status == "ok", timeout=60)
     finally:
         loop.stop()
-        bridge.close()
+        service.close()
         store.close()
 
 

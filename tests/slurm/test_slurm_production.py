@@ -22,9 +22,8 @@ from coorm_bridge.core.messages import ChangeEvent, StartEvent
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.launchers.client import job_time_limit
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
-from coorm_bridge.service.loop import Loop
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import PlaceholderRow, PlaceholderStatus
 
@@ -50,8 +49,8 @@ class Site:
         )
         self.adapter = make_slurm_adapter(settings)
         self.store = Store(tmp_path / "bridge.sqlite")
-        self.bridge = Bridge(config, self.adapter, self.store)
-        self.loop = Loop(self.bridge)
+        self.service = assemble(config, self.adapter, self.store)
+        self.bridge, self.loop = self.service.bridge, self.service.loop
 
     def sbatch(self, partition: str, nodes: int, minutes: int, *extra: str) -> str:
         done = self.slurm.run(

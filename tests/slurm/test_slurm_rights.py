@@ -30,9 +30,8 @@ from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.client import BridgeClient
-from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.config import Config, PlacementSettings
-from coorm_bridge.service.loop import Loop
+from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 from tests import daemons
 
@@ -140,8 +139,8 @@ def test_a_session_for_an_owner_slurm_does_not_know_ends_alone(slurm_partitions,
         adapter=settings,
     )
     store = Store(tmp_path / "bridge.sqlite")
-    bridge = Bridge(config, make_slurm_adapter(settings), store)
-    loop = Loop(bridge)
+    service = assemble(config, make_slurm_adapter(settings), store)
+    bridge, loop = service.bridge, service.loop
     loop.start()
     try:
         assert bridge.health().status == "ok"  # root may: no problem at start
@@ -161,7 +160,7 @@ def test_a_session_for_an_owner_slurm_does_not_know_ends_alone(slurm_partitions,
         assert bridge.health().problems == ()
     finally:
         loop.stop()
-        bridge.close()
+        service.close()
         store.close()
         slurm_partitions.reset()
 
