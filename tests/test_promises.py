@@ -14,9 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.adapters.mock.clock import VirtualClock
-from coorm_bridge.adapters.mock.platform import parse_platform
 from coorm_bridge.core.batch import (
     JobSpec,
     JobState,
@@ -25,72 +22,34 @@ from coorm_bridge.core.batch import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.core.model import MAX_DURATION, Filter
-from coorm_bridge.core.policy import PolicyConfig
+from coorm_bridge.core.model import MAX_DURATION
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.config import Config, Limits, LimitSettings, PlacementSettings
+from coorm_bridge.service.config import Limits, LimitSettings
 from coorm_bridge.service.errors import OverLimit, SessionError
-from coorm_bridge.store import Store
+from tests import sites
 
-T0 = 1_000_000
-
-
-def platform(**hosts: int) -> str:
-    text = f"start = {T0}\n"
-    for name, count in hosts.items():
-        text += f'[[cluster]]\nname = "{name}"\nhosts = {count}\n'
-    return text
+T0 = sites.T0
 
 
-class Site:
+class Site(sites.Site):
     def __init__(self, tmp_path, fair_start=30, hold_first=0, attempts=2, **hosts):
-        self.adapter = MockAdapter(
-            parse_platform(platform(**(hosts or {"c1": 4}))), VirtualClock(T0)
+        placement = {"attempts": attempts, "hold_first": hold_first}
+        super().__init__(
+            tmp_path, hosts or {"c1": 4}, policy={"fair_start": fair_start}, placement=placement
         )
-        config = Config(
-            policy=PolicyConfig(interval=1.0, fair_start=fair_start),
-            placement=PlacementSettings(
-                horizon=300, attempts=attempts, poll_interval=5.0, hold_first=hold_first
-            ),
-        )
-        self.store = Store(tmp_path / "bridge.sqlite")
-        self.bridge = Bridge(config, self.adapter, self.store)
-        self.clusters = list(hosts or {"c1": 4})
         self.step(T0)
 
-    def step(self, t):
-        self.adapter.run_until(t)
-        for cluster in self.clusters:
-            self.bridge.poll(cluster)
-        self.bridge.tick()
-
-    def run(self, sid, nodes, duration, user="alice"):
-        self.bridge.put_request(user, sid, nodes, duration)
-
-    def subscribe(self, user="alice"):
-        return self.bridge.subscribe(user, Filter(), None).session
-
-    def events(self, sid, kind=None):
-        return [e for e in self.store.events(sid) if kind is None or e.type == kind]
-
-    def hosts(self, sid, cluster="c1"):
-        (start,) = self.events(sid, "start")
-        return set(start.allocations[cluster].hosts)
+    run = sites.Site.request
 
     def reservation(self, sid, cluster="c1"):
         name = self.store.placeholder(sid, cluster).name
         shot = self.adapter.snapshot([cluster]).clusters[cluster]
         return next(r for r in shot.reservations if r.name == name)
 
-    def state(self, sid):
-        return self.store.session(sid).state
-
 
 @pytest.fixture
-def site(tmp_path):
-    yield (made := Site(tmp_path))
-    made.store.close()
+def site(make_site):
+    return make_site(Site)
 
 
 def test_a_lost_placeholder_comes_back_on_the_hosts_its_application_runs_on(tmp_path):
