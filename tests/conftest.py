@@ -7,7 +7,7 @@ What every test module may use:
 - Groups for a parallel run (``pytest -n auto --dist loadgroup``, the README's command): the
   tests on the machine's one OAR run in one worker, those on the session's Slurms in one other
   (see :func:`pytest_collection_modifyitems`).
-- ``daemon_folder`` and ``make_daemon``: real ``coorm-bridge serve`` processes over a folder of
+- ``folder`` and ``make_daemon``: real ``coorm-bridge serve`` processes over a folder of
   the test's own, with a configuration built by ``tests.daemons.config``, stopped by PID.
 - ``make_site``: a bridge in this process over the simulated platform on a virtual clock
   (tests/sites.py).
@@ -94,7 +94,7 @@ def mpi() -> None:
 
 
 @pytest.fixture
-def daemon_folder() -> Iterator[Path]:
+def folder() -> Iterator[Path]:
     """A folder of the test's own for its daemons (configuration, socket, state, log), under
     /tmp and short: a Unix socket path has at most 107 bytes. Removed afterwards."""
     path = Path(tempfile.mkdtemp(prefix="cbd-", dir="/tmp"))
@@ -103,22 +103,22 @@ def daemon_folder() -> Iterator[Path]:
 
 
 @pytest.fixture
-def make_daemon(daemon_folder: Path) -> Iterator[Callable[..., Any]]:
+def make_daemon(folder: Path) -> Iterator[Callable[..., Any]]:
     """``make_daemon(config, platform=..., cls=daemons.Daemon, **options)``: a daemon over
-    ``daemon_folder`` (not started). Afterwards each one made is killed by its PID, so are the
+    ``folder`` (not started). Afterwards each one made is killed by its PID, so are the
     job supervisors that the mock's front end left (they outlive a daemon on purpose; their
     PIDs are in its state folder), and the log lines above INFO are printed (shown when the
     test fails)."""
     made: list[daemons.Daemon] = []
 
     def make(*args: Any, cls: type[daemons.Daemon] = daemons.Daemon, **options: Any) -> Any:
-        made.append(cls(daemon_folder, *args, **options))
+        made.append(cls(folder, *args, **options))
         return made[-1]
 
     yield make
     for daemon in made:
         daemon.stop(signal.SIGKILL)
-    for pid_file in daemon_folder.glob("state/jobs/*/*.pid"):
+    for pid_file in folder.glob("state/jobs/*/*.pid"):
         with contextlib.suppress(ValueError, OSError):
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)
     for daemon in made[:1]:

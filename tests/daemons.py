@@ -2,7 +2,7 @@
 socket, state, log), started from this interpreter's installation, waited for, and stopped by its
 PID only; and :func:`config`, which writes a daemon's TOML from the few values a test changes.
 
-tests/conftest.py holds the fixtures over these (``daemon_folder``, ``make_daemon``)."""
+tests/conftest.py holds the fixtures over these (``folder``, ``make_daemon``)."""
 
 from __future__ import annotations
 
@@ -30,6 +30,10 @@ PLACEMENT = {"poll_interval": 0.5}
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
+class Raw(str):
+    """A value written into the TOML as it is (``inf``, ``1e300``: what a test wants refused)."""
+
+
 def toml(document: Mapping[str, Any]) -> str:
     """``document`` as TOML: tables of strings, numbers, booleans, lists of them and inline
     tables (mappings inside a list), and arrays of tables (lists of mappings)."""
@@ -43,6 +47,8 @@ def _key(key: str) -> str:
 
 
 def _value(value: Any) -> str:
+    if isinstance(value, Raw):
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, int | float):
@@ -80,19 +86,21 @@ def config(
     adapter: Mapping[str, Any] = MOCK,
     *,
     port: int | None = None,
+    tcp: Mapping[str, Any] | None = None,
     tokens: Mapping[str, str] | None = None,
     policy: Mapping[str, Any] | None = None,
     placement: Mapping[str, Any] | None = None,
     **bridge: Any,
 ) -> str:
     """A daemon's coorm-bridge.toml: its socket ``bridge.sock`` and state ``state`` in its
-    folder; TCP on 127.0.0.1:``port`` with ``tokens`` (token -> user) when a port is given;
+    folder; TCP on 127.0.0.1:``port`` (and ``tcp``'s keys: TLS) with ``tokens`` (token ->
+    user) when a port is given;
     ``policy`` and ``placement`` (default :data:`POLICY` and :data:`PLACEMENT`; a key set to
     None is left out); ``adapter`` the [adapter] table (its clusters, systems and links as lists
     of mappings); ``bridge`` more keys of [bridge]."""
     table: dict[str, Any] = {"socket": "bridge.sock", "state_dir": "state", **bridge}
     if port is not None:
-        table["tcp"] = {"host": "127.0.0.1", "port": port}
+        table["tcp"] = {"host": "127.0.0.1", "port": port, **(tcp or {})}
     if tokens:
         table["tokens"] = dict(tokens)
     return toml(
