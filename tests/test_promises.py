@@ -27,6 +27,7 @@ from coorm_bridge.core.states import AppState
 from coorm_bridge.service.config import Limits, LimitSettings
 from coorm_bridge.service.errors import OverLimit, SessionError
 from tests import sites
+from tests.profiles import fewer
 
 T0 = sites.T0
 
@@ -370,8 +371,8 @@ hostile = st.lists(
 )
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+@settings(  # each example runs a bridge, its store and its platform for many steps
+    max_examples=fewer(40), suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(attacks=hostile)
 def test_random_hostile_requests_never_stop_another_user_s_session(tmp_path_factory, attacks):
