@@ -135,7 +135,10 @@ def test_kill_9_loses_nothing_acknowledged_and_launchers_resume(make_daemon):
     threads = [threading.Thread(target=launcher, args=(k,)) for k in range(4)]
     for thread in threads:
         thread.start()
-    time.sleep(1.5)
+    deadline = time.monotonic() + 60  # a failsafe: the launchers ask many times a second
+    while len(acknowledged) <= 3 * len(threads):  # killed while they go on asking
+        assert time.monotonic() < deadline, acknowledged
+        time.sleep(0.02)
     assert daemon.kill(signal.SIGKILL) == -signal.SIGKILL
     stop.set()
     for thread in threads:
@@ -181,7 +184,10 @@ def test_a_following_launcher_gets_every_event_once_across_a_kill_9(make_daemon)
 
     thread = threading.Thread(target=follow)
     thread.start()
-    time.sleep(1)
+    deadline = time.monotonic() + 60  # a failsafe: it gets the start at once
+    while "start" not in [e.type for e in got]:  # following: it waits for the next event
+        assert time.monotonic() < deadline, got
+        time.sleep(0.02)
     daemon.kill(signal.SIGKILL)
     time.sleep(1)  # the follower retries against a dead socket meanwhile
     daemon.start()

@@ -332,9 +332,14 @@ def test_a_killed_daemon_restarted_runs_no_job_twice_and_finds_how_each_ended(ma
     first.kill(signal.SIGKILL)
     # While no daemon runs: one job ends by itself, the other is killed with its supervisor.
     (folder / "b" / "go").write_text("7")
+    pids = [int((folder / "b" / "runs").read_text())]  # b's job, which exits with its code
     for name in ("supervisor.pid", "job.pid"):
-        os.killpg(int((first.jobs_folder / lost.job / name).read_text()), signal.SIGKILL)
-    time.sleep(0.5)
+        pids.append(int((first.jobs_folder / lost.job / name).read_text()))
+        os.killpg(pids[-1], signal.SIGKILL)
+    deadline = time.monotonic() + 30  # a failsafe: each ends at once
+    while not all(map(gone, pids)):
+        assert time.monotonic() < deadline, [p for p in pids if not gone(p)]
+        time.sleep(0.05)
     second = make_daemon().start()
     with second.client() as client:
         ended = wait_job(client, sid, meanwhile.job, lambda j: j.state != "running")
