@@ -46,11 +46,11 @@ profiles.load()
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
-#: xdist groups by the session fixtures a test uses (directly or through another fixture). The
-#: machine runs one OAR (its configuration is machine-wide), so its tests share one worker; the
-#: tests on the session's Slurms share another, so that each Slurm starts once, not once a
-#: worker. A test on both (a mixed site) goes with OAR. Tests marked ``slurm`` that start their
-#: own Slurm go with the Slurm group too: every Slurm of the run shares one munged.
+#: xdist groups by the session fixtures a test uses (directly or through another fixture) or its
+#: marker. The machine runs one OAR (its configuration is machine-wide), so its tests share one
+#: worker; the tests on the session's Slurms share one too, so that each Slurm starts once, not
+#: once a worker. A test on both (a mixed site) goes with OAR. Tests marked ``slurm`` that start
+#: a Slurm of their own go with the Slurm group: one worker runs the Slurms, one at a time.
 GROUPS = (
     ("oar", {"oar"}),
     ("slurm", {"slurm_partitions", "slurm_clusters", "munge_daemon"}),
@@ -68,6 +68,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if used & fixtures or group in marks:
                 item.add_marker(pytest.mark.xdist_group(group))
                 break
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: a worker per core, and one more for each group above. A group's tests mostly
+    wait on their batch system (its scheduler's passes, its jobs' ends): on workers of their
+    own, the other tests keep every core busy meanwhile. (``PYTEST_XDIST_AUTO_NUM_WORKERS`` and
+    ``-n logical`` keep their meaning.)"""
+    if config.option.numprocesses != "auto" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(os.sched_getaffinity(0)) + len(GROUPS)
 
 
 def _mpi_missing() -> str | None:
@@ -107,8 +117,8 @@ def make_daemon(folder: Path) -> Iterator[Callable[..., Any]]:
     """``make_daemon(config, platform=..., cls=daemons.Daemon, **options)``: a daemon over
     ``folder`` (not started). Afterwards each one made is killed by its PID, so are the
     job supervisors that the mock's front end left (they outlive a daemon on purpose; their
-    PIDs are in its state folder), and the log lines above INFO are printed (shown when the
-    test fails)."""
+    PIDs are in its state folder, a mixed site's too), and the log lines above INFO are
+    printed (shown when the test fails)."""
     made: list[daemons.Daemon] = []
 
     def make(*args: Any, cls: type[daemons.Daemon] = daemons.Daemon, **options: Any) -> Any:
@@ -118,7 +128,7 @@ def make_daemon(folder: Path) -> Iterator[Callable[..., Any]]:
     yield make
     for daemon in made:
         daemon.stop(signal.SIGKILL)
-    for pid_file in folder.glob("state/jobs/*/*.pid"):
+    for pid_file in folder.glob("state/**/jobs/*/*.pid"):
         with contextlib.suppress(ValueError, OSError):
             os.killpg(int(pid_file.read_text()), signal.SIGKILL)
     for daemon in made[:1]:

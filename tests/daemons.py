@@ -113,12 +113,31 @@ def config(
     )
 
 
+#: [policy] and [placement] of a daemon on a real batch system: a pass every 0.5 s at most (and a
+#: fair start of 3 s), each cluster polled every second.
+BATCH_POLICY = {"interval": 0.5, "fair_start": 3}
+BATCH_PLACEMENT = {"poll_interval": 1}
+
+
 def slurm_clusters(slurm: Any, partitions: bool = True) -> list[dict[str, str]]:
     """[[adapter.cluster]] tables for every cluster of a test Slurm (tests/slurm/conftest.py):
     by partition of its one controller, or (``partitions`` False) by its own slurm.conf."""
     if partitions:
         return [{"name": p, "partition": p, "slurm_conf": str(slurm.conf)} for p in slurm.clusters]
     return [{"name": c, "slurm_conf": str(slurm.confs[c])} for c in slurm.clusters]
+
+
+def oar_clusters(oar: Any) -> list[dict[str, str]]:
+    """[[adapter.cluster]] tables for every cluster of the test OAR (tests/oar/conftest.py)."""
+    return [{"name": c} for c in oar.clusters]
+
+
+def slurm_config(slurm: Any, partitions: bool = True, **options: Any) -> str:
+    """:func:`config` of a daemon on every cluster of a test Slurm (see :func:`slurm_clusters`),
+    with :data:`BATCH_POLICY` and :data:`BATCH_PLACEMENT` unless ``options`` say otherwise."""
+    adapter = {"kind": "slurm", "cluster": slurm_clusters(slurm, partitions)}
+    options = {"policy": BATCH_POLICY, "placement": BATCH_PLACEMENT, **options}
+    return config(adapter, **options)
 
 
 def free_port() -> int:
