@@ -228,28 +228,42 @@ def _platform(kind: str, folder: Path) -> Iterator[tuple[str, str | None]]:
     script = REPO / "tests" / kind / f"{kind}-local.sh"
     env = {**os.environ, "BASE": str(folder / kind), "PORT_BASE": "18000"}
     up = subprocess.run(  # noqa: S603 - our own argument vector
-        ["bash", str(script), "up"], env=env, capture_output=True, text=True, check=False  # noqa: S607
+        ["bash", str(script), "up"],  # noqa: S607
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if up.returncode != 0:
         raise RuntimeError(f"{script.name} up failed: {up.stderr[-2000:]}")
     try:
         if kind == "slurm":
             conf = folder / "slurm" / "etc" / "coorm.conf"
-            yield "kind = \"slurm\"\n" + "".join(
-                f'[[adapter.cluster]]\nname = "{c}"\npartition = "{c}"\nslurm_conf = "{conf}"\n'
-                for c in ("alpha", "beta")
-            ), None
+            yield (
+                'kind = "slurm"\n'
+                + "".join(
+                    f'[[adapter.cluster]]\nname = "{c}"\npartition = "{c}"\nslurm_conf = "{conf}"\n'
+                    for c in ("alpha", "beta")
+                ),
+                None,
+            )
         else:
             shipped = tomllib.loads((REPO / "etc" / "coorm-bridge-oar.toml").read_text())
             lead = shipped["adapter"]["reservation_lead"]
             users = _env_file(folder / "oar" / "env.sh").get("COORM_OAR_USERS", "").split()
             yield (
-                f'kind = "oar"\nbackend = "cli"\nreservation_lead = {lead}\n'
-                '[[adapter.cluster]]\nname = "alpha"\n[[adapter.cluster]]\nname = "beta"\n'
-            ), users[0]
+                (
+                    f'kind = "oar"\nbackend = "cli"\nreservation_lead = {lead}\n'
+                    '[[adapter.cluster]]\nname = "alpha"\n[[adapter.cluster]]\nname = "beta"\n'
+                ),
+                users[0],
+            )
     finally:
         subprocess.run(  # noqa: S603 - our own argument vector
-            ["bash", str(script), "down"], env=env, capture_output=True, check=False  # noqa: S607
+            ["bash", str(script), "down"],  # noqa: S607
+            env=env,
+            capture_output=True,
+            check=False,
         )
 
 

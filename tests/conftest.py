@@ -1,8 +1,29 @@
-"""The tests run against the installed package (see the README's test command)."""
+"""The tests run against the installed package (see the README's test command).
 
+What every test module may use:
+
+- Hypothesis profiles: ``dev`` (quick, the default) and ``ci`` (thorough and derandomized, set by
+  .ci/run), chosen by ``HYPOTHESIS_PROFILE``; tests/profiles.py says how they differ.
+- Groups for a parallel run (``pytest -n auto --dist loadgroup``, the README's command): the
+  tests on the machine's one OAR run in one worker, those on the session's Slurms in one other
+  (see :func:`pytest_collection_modifyitems`).
+- ``folder`` and ``make_daemon``: real ``coorm-bridge serve`` processes over a folder of
+  the test's own, with a configuration built by ``tests.daemons.config``, stopped by PID.
+- ``make_site``: a bridge in this process over the simulated platform on a virtual clock
+  (tests/sites.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
 import os
 import shutil
+import signal
 import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +34,50 @@ except ImportError as missing:  # pragma: no cover - a set-up error, not a test 
         "coorm_bridge is not installed in this environment: run the README's test command "
         f"(pip install '.[test]' into a virtual environment) first ({missing})"
     ) from missing
+
+from tests import daemons, profiles, sites
+
+profiles.load()
+
+# A run started in the background by a non-interactive shell (as a CI runner may start it)
+# inherits SIGINT ignored, and so would every process it starts: the Ctrl-C that a test sends
+# to a child (coorm-sim, coorm-launch) would do nothing. Python leaves an ignored SIGINT ignored,
+# so give it its usual handler here; the processes started from now on get the default back.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+#: xdist groups by the session fixtures a test uses (directly or through another fixture) or its
+#: marker. The machine runs one OAR (its configuration is machine-wide), so its tests share one
+#: worker; the tests on the session's Slurms share one too, so that each Slurm starts once, not
+#: once a worker. A test on both (a mixed site) goes with OAR. Tests marked ``slurm`` that start
+#: a Slurm of their own go with the Slurm group: one worker runs the Slurms, one at a time.
+GROUPS = (
+    ("oar", {"oar"}),
+    ("slurm", {"slurm_partitions", "slurm_clusters", "munge_daemon"}),
+)
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.get_closest_marker("xdist_group") is not None:
+            continue
+        used = set(getattr(item, "fixturenames", ()))
+        marks = {mark.name for mark in item.iter_markers()}
+        for group, fixtures in GROUPS:
+            if used & fixtures or group in marks:
+                item.add_marker(pytest.mark.xdist_group(group))
+                break
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
+    """``-n auto``: a worker per core, and one more for each group above. A group's tests mostly
+    wait on their batch system (its scheduler's passes, its jobs' ends): on workers of their
+    own, the other tests keep every core busy meanwhile. (``PYTEST_XDIST_AUTO_NUM_WORKERS`` and
+    ``-n logical`` keep their meaning.)"""
+    if config.option.numprocesses != "auto" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
+        return None
+    return len(os.sched_getaffinity(0)) + len(GROUPS)
 
 
 def _mpi_missing() -> str | None:
@@ -33,3 +98,58 @@ def mpi() -> None:
         if os.environ.get("COORM_REQUIRE_MPI") == "1":
             pytest.fail(f"MPI is required here: {missing}")
         pytest.skip(missing)
+
+
+# -- real daemons ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def folder() -> Iterator[Path]:
+    """A folder of the test's own for its daemons (configuration, socket, state, log), under
+    /tmp and short: a Unix socket path has at most 107 bytes. Removed afterwards."""
+    path = Path(tempfile.mkdtemp(prefix="cbd-", dir="/tmp"))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture
+def make_daemon(folder: Path) -> Iterator[Callable[..., Any]]:
+    """``make_daemon(config, platform=..., cls=daemons.Daemon, **options)``: a daemon over
+    ``folder`` (not started). Afterwards each one made is killed by its PID, so are the
+    job supervisors that the mock's front end left (they outlive a daemon on purpose; their
+    PIDs are in its state folder, a mixed site's too), and the log lines above INFO are
+    printed (shown when the test fails)."""
+    made: list[daemons.Daemon] = []
+
+    def make(*args: Any, cls: type[daemons.Daemon] = daemons.Daemon, **options: Any) -> Any:
+        made.append(cls(folder, *args, **options))
+        return made[-1]
+
+    yield make
+    for daemon in made:
+        daemon.stop(signal.SIGKILL)
+    for pid_file in folder.glob("state/**/jobs/*/*.pid"):
+        with contextlib.suppress(ValueError, OSError):
+            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+    for daemon in made[:1]:
+        if daemon.log.exists():
+            noted = [line for line in daemon.log.read_text().splitlines() if " INFO " not in line]
+            print("daemon log, but its INFO lines:", *noted, sep="\n  ")
+
+
+# -- a bridge in this process ---------------------------------------------------------------------
+
+
+@pytest.fixture
+def make_site(tmp_path: Path) -> Iterator[Callable[..., Any]]:
+    """``make_site(cls=sites.Site, **options)``: a bridge over the mock platform on a virtual
+    clock (tests/sites.py), its store in ``tmp_path``; each store is closed afterwards."""
+    made: list[sites.Site] = []
+
+    def make(cls: type[sites.Site] = sites.Site, *args: Any, **options: Any) -> Any:
+        made.append(cls(tmp_path, *args, **options))
+        return made[-1]
+
+    yield make
+    for site in made:
+        site.close()

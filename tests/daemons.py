@@ -1,18 +1,143 @@
 """``coorm-bridge serve`` for tests that need a real daemon: a folder of its own (configuration,
 socket, state, log), started from this interpreter's installation, waited for, and stopped by its
-PID only. Each test module writes its configuration; this holds what they all do with it."""
+PID only; and :func:`config`, which writes a daemon's TOML from the few values a test changes.
+
+tests/conftest.py holds the fixtures over these (``folder``, ``make_daemon``)."""
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Self
+from typing import Any, Self
 
 from coorm_bridge.launchers.client import BridgeClient
 from coorm_bridge.launchers.private import PrivateDaemonError, serve_command, wait_ready
+
+#: The mock platform of most daemon tests: two clusters of 8 and 4 hosts.
+PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n[[cluster]]\nname = "c2"\nhosts = 4\n'
+#: The [adapter] table of a daemon on the mock platform of its folder's platform.toml.
+MOCK = {"kind": "mock", "platform": "platform.toml"}
+#: The [policy] and [placement] tables a daemon test runs with unless it says otherwise: passes
+#: every 0.2 s, each cluster polled every 0.5 s.
+POLICY = {"interval": 0.2, "fair_start": 2}
+PLACEMENT = {"poll_interval": 0.5}
+
+_BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+class Raw(str):
+    """A value written into the TOML as it is (``inf``, ``1e300``: what a test wants refused)."""
+
+
+def toml(document: Mapping[str, Any]) -> str:
+    """``document`` as TOML: tables of strings, numbers, booleans, lists of them and inline
+    tables (mappings inside a list), and arrays of tables (lists of mappings)."""
+    lines: list[str] = []
+    _table(lines, (), document)
+    return "\n".join(lines) + "\n"
+
+
+def _key(key: str) -> str:
+    return key if _BARE_KEY.fullmatch(key) else json.dumps(key)
+
+
+def _value(value: Any) -> str:
+    if isinstance(value, Raw):
+        return str(value)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return repr(value)
+    if isinstance(value, str | Path):
+        return json.dumps(str(value))
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{_key(k)} = {_value(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, Sequence):
+        return "[" + ", ".join(_value(item) for item in value) + "]"
+    raise TypeError(f"no TOML for {value!r}")
+
+
+def _is_tables(value: Any) -> bool:
+    return isinstance(value, list) and bool(value) and all(isinstance(v, Mapping) for v in value)
+
+
+def _table(lines: list[str], path: tuple[str, ...], table: Mapping[str, Any]) -> None:
+    nested = {k: v for k, v in table.items() if isinstance(v, Mapping) or _is_tables(v)}
+    for key, value in table.items():
+        if key not in nested and value is not None:
+            lines.append(f"{_key(key)} = {_value(value)}")
+    for key, value in nested.items():
+        name = ".".join(_key(k) for k in (*path, key))
+        if isinstance(value, Mapping):
+            lines.append(f"[{name}]")
+            _table(lines, (*path, key), value)
+        else:
+            for item in value:
+                lines.append(f"[[{name}]]")
+                _table(lines, (*path, key), item)
+
+
+def config(
+    adapter: Mapping[str, Any] = MOCK,
+    *,
+    port: int | None = None,
+    tcp: Mapping[str, Any] | None = None,
+    tokens: Mapping[str, str] | None = None,
+    policy: Mapping[str, Any] | None = None,
+    placement: Mapping[str, Any] | None = None,
+    **bridge: Any,
+) -> str:
+    """A daemon's coorm-bridge.toml: its socket ``bridge.sock`` and state ``state`` in its
+    folder; TCP on 127.0.0.1:``port`` (and ``tcp``'s keys: TLS) with ``tokens`` (token ->
+    user) when a port is given;
+    ``policy`` and ``placement`` (default :data:`POLICY` and :data:`PLACEMENT`; a key set to
+    None is left out); ``adapter`` the [adapter] table (its clusters, systems and links as lists
+    of mappings); ``bridge`` more keys of [bridge]."""
+    table: dict[str, Any] = {"socket": "bridge.sock", "state_dir": "state", **bridge}
+    if port is not None:
+        table["tcp"] = {"host": "127.0.0.1", "port": port, **(tcp or {})}
+    if tokens:
+        table["tokens"] = dict(tokens)
+    return toml(
+        {
+            "bridge": table,
+            "policy": POLICY if policy is None else policy,
+            "placement": PLACEMENT if placement is None else placement,
+            "adapter": adapter,
+        }
+    )
+
+
+#: [policy] and [placement] of a daemon on a real batch system: a pass every 0.5 s at most (and a
+#: fair start of 3 s), each cluster polled every second.
+BATCH_POLICY = {"interval": 0.5, "fair_start": 3}
+BATCH_PLACEMENT = {"poll_interval": 1}
+
+
+def slurm_clusters(slurm: Any, partitions: bool = True) -> list[dict[str, str]]:
+    """[[adapter.cluster]] tables for every cluster of a test Slurm (tests/slurm/conftest.py):
+    by partition of its one controller, or (``partitions`` False) by its own slurm.conf."""
+    if partitions:
+        return [{"name": p, "partition": p, "slurm_conf": str(slurm.conf)} for p in slurm.clusters]
+    return [{"name": c, "slurm_conf": str(slurm.confs[c])} for c in slurm.clusters]
+
+
+def oar_clusters(oar: Any) -> list[dict[str, str]]:
+    """[[adapter.cluster]] tables for every cluster of the test OAR (tests/oar/conftest.py)."""
+    return [{"name": c} for c in oar.clusters]
+
+
+def slurm_config(slurm: Any, partitions: bool = True, **options: Any) -> str:
+    """:func:`config` of a daemon on every cluster of a test Slurm (see :func:`slurm_clusters`),
+    with :data:`BATCH_POLICY` and :data:`BATCH_PLACEMENT` unless ``options`` say otherwise."""
+    adapter = {"kind": "slurm", "cluster": slurm_clusters(slurm, partitions)}
+    options = {"policy": BATCH_POLICY, "placement": BATCH_PLACEMENT, **options}
+    return config(adapter, **options)
 
 
 def free_port() -> int:

@@ -23,6 +23,7 @@ from typing import IO
 import pytest
 
 from coorm_bridge.adapters.batch.runner import SshTarget
+from tests.daemons import free_port
 
 SSHD = Path("/usr/sbin/sshd")
 SSH_KEYGEN = "ssh-keygen"
@@ -43,12 +44,6 @@ def keygen(path: Path, comment: str) -> str:
         check=True, capture_output=True, timeout=30,
     )  # fmt: skip
     return path.with_suffix(".pub").read_text().strip()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _descendants(pid: int) -> list[int]:
@@ -121,7 +116,7 @@ class Sshd:
         """Start on ``port`` (a free one chosen the first time; a taken one is retried)."""
         for _attempt in range(5):
             if not self.port:
-                self.port = _free_port()
+                self.port = free_port()
             config = self._configure()
             self._log = open(self.log, "ab")  # noqa: SIM115 - closed by stop()
             self.process = subprocess.Popen(

@@ -38,9 +38,7 @@ from coorm_bridge.store import Store
 
 TOKEN = "alice-token-0123456789"
 PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n[[cluster]]\nname = "c2"\nhosts = 4\n'
-HOSTILE = settings(
-    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
-)
+HOSTILE = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
 @pytest.fixture

@@ -12,68 +12,31 @@ from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.batch import AdapterError, JobSpec, NodeState, ReservationSpec
 from coorm_bridge.core.model import Filter, Link
-from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.config import Config
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
+from tests import sites
 
-T0 = 1_000_000
-PLATFORM = """
-start = 1000000
-[[cluster]]
-name = "c1"
-hosts = 8
-[[cluster]]
-name = "c2"
-hosts = 4
-"""
+T0 = sites.T0
+PLATFORM = sites.platform()
 
 
-class Site:
+class Site(sites.Site):
     """A bridge over a two-cluster mock platform on a virtual clock."""
 
-    def __init__(self, tmp_path, fair_start=30, horizon=300, attempts=3, hold_first=0):
-        self.adapter = MockAdapter(parse_platform(PLATFORM), VirtualClock(T0))
-        self.config = Config(
-            policy=PolicyConfig(interval=1.0, fair_start=fair_start),
-            placement=PlacementSettings(
-                horizon=horizon, attempts=attempts, poll_interval=5.0, hold_first=hold_first
-            ),
+    def __init__(
+        self, tmp_path, fair_start=30, horizon=300, attempts=3, hold_first=0, adapter=MockAdapter
+    ):
+        placement = {"horizon": horizon, "attempts": attempts, "hold_first": hold_first}
+        super().__init__(
+            tmp_path, adapter=adapter, policy={"fair_start": fair_start}, placement=placement
         )
-        self.store = Store(tmp_path / "bridge.sqlite")
-        self.assemble()
         self.step(T0)
 
-    def assemble(self):
-        """The service over this site's adapter and store (again after the adapter changed)."""
-        self.service = assemble(self.config, self.adapter, self.store)
-        self.bridge, self.loop = self.service.bridge, self.service.loop
-
-    def step(self, t):
-        """Move to time ``t``: the platform runs, every cluster is polled, a pass runs if due."""
-        self.adapter.run_until(t)
-        for cluster in ("c1", "c2"):
-            self.loop.poll(cluster)
-        self.loop.tick()
-
     def subscribe(self, user="alice", clusters=("c1", "c2")):
-        return self.bridge.subscribe(user, Filter(clusters=clusters), None).session
-
-    def request(self, sid, nodes, duration, user="alice"):
-        self.bridge.put_request(user, sid, nodes, duration)
-
-    def events(self, sid, kind=None):
-        found = self.store.events(sid)
-        return [e for e in found if kind is None or e.type == kind]
-
-    def ours(self, cluster):
-        shot = self.adapter.snapshot([cluster]).clusters[cluster]
-        return {r.name: r for r in shot.reservations if r.name.startswith("coorm-")}
-
-    def state(self, sid):
-        return self.store.session(sid).state
+        return super().subscribe(user, clusters)
 
 
 @pytest.fixture
@@ -187,9 +150,7 @@ class LeadingAdapter(MockAdapter):
 def test_placeholders_start_a_reservation_lead_ahead_and_the_start_is_told_when_they_begin(
     tmp_path,
 ):
-    site = Site(tmp_path, fair_start=5)
-    site.adapter = LeadingAdapter(parse_platform(PLATFORM), VirtualClock(T0))
-    site.assemble()
+    site = Site(tmp_path, fair_start=5, adapter=LeadingAdapter)
     sid = site.subscribe()
     site.step(T0 + 1)
     site.request(sid, {"c1": 2, "c2": 1}, 1000)
@@ -225,9 +186,7 @@ class LateLauncher(LeadingAdapter):
 def test_a_start_waits_for_the_batch_system_to_launch_the_placeholders_and_leaves_them_be(
     tmp_path,
 ):
-    site = Site(tmp_path, fair_start=5)
-    site.adapter = LateLauncher(parse_platform(PLATFORM), VirtualClock(T0))
-    site.assemble()
+    site = Site(tmp_path, fair_start=5, adapter=LateLauncher)
     sid = site.subscribe()
     site.step(T0 + 1)
     site.request(sid, {"c1": 2, "c2": 1}, 1000)

@@ -20,6 +20,7 @@ from coorm_bridge.core.states import AppState
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
+from tests.profiles import fewer
 
 T0 = 1_000_000
 PLATFORM = (
@@ -55,8 +56,8 @@ crashes = st.lists(
 )
 
 
-@settings(
-    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+@settings(  # each example runs a bridge and its store for 100 steps, crashing it
+    max_examples=fewer(30), suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(apps=apps, crashes=crashes)
 def test_random_crashes_never_give_a_host_to_two_applications(tmp_path_factory, apps, crashes):

@@ -6,14 +6,13 @@ Each test starts its own daemon and stops only that process, by PID.
 
 from __future__ import annotations
 
+import functools
 import getpass
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -32,33 +31,7 @@ pytestmark = pytest.mark.daemon
 
 ALICE_TOKEN = "alice-token-0123456789"
 BOB_TOKEN = "bob-token-0123456789abc"
-PLATFORM = """
-[[cluster]]
-name = "c1"
-hosts = 8
-[[cluster]]
-name = "c2"
-hosts = 4
-"""
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[bridge.tcp]
-host = "127.0.0.1"
-port = {port}
-[bridge.tokens]
-"{alice}" = "alice"
-"{bob}" = "bob"
-[policy]
-interval = 0.2
-fair_start = {fair_start}
-[placement]
-poll_interval = 0.5
-[adapter]
-kind = "mock"
-platform = "platform.toml"
-"""
+PLATFORM = daemons.PLATFORM
 
 
 class Daemon(daemons.Daemon):
@@ -69,30 +42,18 @@ class Daemon(daemons.Daemon):
         platform = PLATFORM
         if outage is not None:
             platform += f'[[outage]]\ncluster = "c2"\nstart = {outage[0]}\nend = {outage[1]}\n'
-        config = CONFIG.format(port=port, alice=ALICE_TOKEN, bob=BOB_TOKEN, fair_start=fair_start)
+        config = daemons.config(
+            port=port,
+            tokens={ALICE_TOKEN: "alice", BOB_TOKEN: "bob"},
+            policy={"interval": 0.2, "fair_start": fair_start},
+        )
         super().__init__(folder, config, platform, port)
 
 
 @pytest.fixture
-def folder():
-    # Short: a Unix socket path has at most 107 bytes.
-    path = Path(tempfile.mkdtemp(prefix="cbd-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def make_daemon(folder):
-    """Daemons for this test; each one started is stopped at the end, whatever happened."""
-    made: list[Daemon] = []
-
-    def make(**options):
-        made.append(Daemon(folder, **options))
-        return made[-1]
-
-    yield make
-    for daemon in made:
-        daemon.kill(signal.SIGKILL)
+def make_daemon(make_daemon):
+    """Daemons of this module's kind (tests/conftest.py stops them)."""
+    return functools.partial(make_daemon, cls=Daemon)
 
 
 @pytest.fixture
@@ -174,7 +135,10 @@ def test_kill_9_loses_nothing_acknowledged_and_launchers_resume(make_daemon):
     threads = [threading.Thread(target=launcher, args=(k,)) for k in range(4)]
     for thread in threads:
         thread.start()
-    time.sleep(1.5)
+    deadline = time.monotonic() + 60  # a failsafe: the launchers ask many times a second
+    while len(acknowledged) <= 3 * len(threads):  # killed while they go on asking
+        assert time.monotonic() < deadline, acknowledged
+        time.sleep(0.02)
     assert daemon.kill(signal.SIGKILL) == -signal.SIGKILL
     stop.set()
     for thread in threads:
@@ -220,7 +184,10 @@ def test_a_following_launcher_gets_every_event_once_across_a_kill_9(make_daemon)
 
     thread = threading.Thread(target=follow)
     thread.start()
-    time.sleep(1)
+    deadline = time.monotonic() + 60  # a failsafe: it gets the start at once
+    while "start" not in [e.type for e in got]:  # following: it waits for the next event
+        assert time.monotonic() < deadline, got
+        time.sleep(0.02)
     daemon.kill(signal.SIGKILL)
     time.sleep(1)  # the follower retries against a dead socket meanwhile
     daemon.start()

@@ -9,15 +9,13 @@ leaves (supervisors outlive the daemon on purpose) are killed by the PIDs in its
 
 from __future__ import annotations
 
-import contextlib
+import functools
 import json
 import os
-import shutil
 import signal
 import sys
-import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -37,36 +35,16 @@ pytestmark = pytest.mark.daemon
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-0123456789abc"
-PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n[[cluster]]\nname = "c2"\nhosts = 4\n'
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[bridge.tcp]
-host = "127.0.0.1"
-port = {port}
-[bridge.tokens]
-"{alice}" = "alice"
-"{bob}" = "bob"
-[policy]
-interval = 0.2
-fair_start = 2
-[placement]
-poll_interval = 0.5
-[adapter]
-kind = "mock"
-platform = "platform.toml"
-{run_jobs}
-"""
 
 
 class Daemon(daemons.Daemon):
     """``coorm-bridge serve`` over a folder of its own, its front end running jobs."""
 
-    def __init__(self, folder: Path, run_jobs: str = "run_jobs = true") -> None:
+    def __init__(self, folder: Path, run_jobs: object = True) -> None:
         port = free_port()
-        text = CONFIG.format(port=port, alice=ALICE, bob=BOB, run_jobs=run_jobs)
-        super().__init__(folder, text, PLATFORM, port)
+        adapter = {**daemons.MOCK, **({"run_jobs": True} if run_jobs else {})}
+        text = daemons.config(adapter, port=port, tokens={ALICE: "alice", BOB: "bob"})
+        super().__init__(folder, text, daemons.PLATFORM, port)
 
     @property
     def jobs_folder(self) -> Path:
@@ -86,21 +64,9 @@ class Daemon(daemons.Daemon):
 
 
 @pytest.fixture
-def make_daemon() -> Iterator[Callable[..., Daemon]]:
-    folder = Path(tempfile.mkdtemp(prefix="cbj-", dir="/tmp"))  # a socket path is short
-    made: list[Daemon] = []
-
-    def make(**options: Any) -> Daemon:
-        made.append(Daemon(folder, **options))
-        return made[-1]
-
-    yield make
-    for daemon in made:
-        daemon.kill()
-    for pid_file in [*folder.glob("state/jobs/*/job.pid"), *folder.glob("state/jobs/*/*.pid")]:
-        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError, OSError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-    shutil.rmtree(folder, ignore_errors=True)
+def make_daemon(make_daemon: Callable[..., Daemon]) -> Callable[..., Daemon]:
+    """Daemons of this module's kind (tests/conftest.py stops them and the jobs they left)."""
+    return functools.partial(make_daemon, cls=Daemon)
 
 
 @pytest.fixture
@@ -364,9 +330,14 @@ def test_a_killed_daemon_restarted_runs_no_job_twice_and_finds_how_each_ended(ma
     first.kill(signal.SIGKILL)
     # While no daemon runs: one job ends by itself, the other is killed with its supervisor.
     (folder / "b" / "go").write_text("7")
+    pids = [int((folder / "b" / "runs").read_text())]  # b's job, which exits with its code
     for name in ("supervisor.pid", "job.pid"):
-        os.killpg(int((first.jobs_folder / lost.job / name).read_text()), signal.SIGKILL)
-    time.sleep(0.5)
+        pids.append(int((first.jobs_folder / lost.job / name).read_text()))
+        os.killpg(pids[-1], signal.SIGKILL)
+    deadline = time.monotonic() + 30  # a failsafe: each ends at once
+    while not all(map(gone, pids)):
+        assert time.monotonic() < deadline, [p for p in pids if not gone(p)]
+        time.sleep(0.05)
     second = make_daemon().start()
     with second.client() as client:
         ended = wait_job(client, sid, meanwhile.job, lambda j: j.state != "running")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime
+import functools
 import getpass
 import ipaddress
 import json
@@ -20,9 +21,9 @@ import shutil
 import socket as socketlib
 import subprocess
 import sys
-import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from cryptography import x509
@@ -40,47 +41,21 @@ from tests import daemons
 
 SERVE = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
 PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n'
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-{bridge}
-[policy]
-interval = 0.2
-[placement]
-poll_interval = 0.5
-[adapter]
-kind = "mock"
-platform = "platform.toml"
-"""
 
 
 class Daemon(daemons.Daemon):
-    """One ``coorm-bridge serve`` over a folder of its own; ``bridge`` adds lines to [bridge]."""
+    """One ``coorm-bridge serve`` over a folder of its own; ``options`` go to
+    :func:`tests.daemons.config` (TCP, TLS, tokens)."""
 
-    def __init__(self, folder: Path, bridge: str = "") -> None:
-        super().__init__(folder, CONFIG.format(bridge=bridge), PLATFORM)
-
-
-@pytest.fixture
-def folder() -> Iterator[Path]:
-    # Short: a Unix socket path has at most 107 bytes.
-    path = Path(tempfile.mkdtemp(prefix="cbs-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+    def __init__(self, folder: Path, **options: Any) -> None:
+        config = daemons.config(policy={"interval": 0.2}, **options)
+        super().__init__(folder, config, PLATFORM)
 
 
 @pytest.fixture
-def make_daemon(folder: Path) -> Iterator[type[Daemon]]:
-    made: list[Daemon] = []
-
-    def make(bridge: str = "") -> Daemon:
-        made.append(Daemon(folder, bridge))
-        return made[-1]
-
-    yield make  # type: ignore[misc]
-    for daemon in made:
-        daemon.stop()
+def make_daemon(make_daemon: Callable[..., Daemon]) -> Callable[..., Daemon]:
+    """Daemons of this module's kind (tests/conftest.py stops them)."""
+    return functools.partial(make_daemon, cls=Daemon)
 
 
 # -- real users -----------------------------------------------------------------------------------
@@ -233,11 +208,8 @@ def tls_daemon(make_daemon, folder):
     """A daemon serving TCP over TLS on 127.0.0.1 with a certificate made for the test."""
     certificate, key = self_signed(folder, "bridge")
     port = free_port()
-    daemon = make_daemon(
-        f'[bridge.tcp]\nhost = "127.0.0.1"\nport = {port}\n'
-        f'certificate = "{certificate.name}"\nkey = "{key.name}"\n'
-        f'[bridge.tokens]\n"{TOKEN}" = "alice"\n'
-    ).start()
+    tls = {"certificate": certificate.name, "key": key.name}
+    daemon = make_daemon(port=port, tcp=tls, tokens={TOKEN: "alice"}).start()
     return daemon, f"https://127.0.0.1:{port}", certificate
 
 

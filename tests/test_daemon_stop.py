@@ -9,16 +9,15 @@ Each test holds its calls open, waits until the daemon serves them (``coorm_long
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import re
-import shutil
 import signal
 import socket
-import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -33,32 +32,6 @@ from tests.daemons import free_port
 pytestmark = pytest.mark.daemon
 
 TOKEN = "alice-token-0123456789"
-PLATFORM = """
-[[cluster]]
-name = "c1"
-hosts = 8
-[[cluster]]
-name = "c2"
-hosts = 4
-"""
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[bridge.tcp]
-host = "127.0.0.1"
-port = {port}
-[bridge.tokens]
-"{token}" = "alice"
-[policy]
-interval = {interval}
-fair_start = 2
-[placement]
-poll_interval = 0.5
-[adapter]
-kind = "mock"
-platform = "platform.toml"
-"""
 #: Seconds every long poll here asks to wait: far more than any stop may take.
 WAIT = 60
 #: Long polls wait for events this far past the last one, which no session here gets: only the
@@ -72,8 +45,10 @@ class Daemon(daemons.Daemon):
 
     def __init__(self, folder: Path, interval: float = 0.2) -> None:
         port = free_port()
-        config = CONFIG.format(port=port, token=TOKEN, interval=interval)
-        super().__init__(folder, config, PLATFORM, port)
+        config = daemons.config(
+            port=port, tokens={TOKEN: "alice"}, policy={"interval": interval, "fair_start": 2}
+        )
+        super().__init__(folder, config, daemons.PLATFORM, port)
 
     def signal_and_wait(self, *signals: int) -> tuple[int, float]:
         """Send ``signals`` one after the other; the exit status and the seconds to it."""
@@ -86,23 +61,9 @@ class Daemon(daemons.Daemon):
 
 
 @pytest.fixture
-def folder() -> Iterator[Path]:
-    path = Path(tempfile.mkdtemp(prefix="cbs-", dir="/tmp"))  # a socket path is short
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def make_daemon(folder: Path) -> Iterator[Callable[..., Daemon]]:
-    made: list[Daemon] = []
-
-    def make(**options: Any) -> Daemon:
-        made.append(Daemon(folder, **options))
-        return made[-1]
-
-    yield make
-    for daemon in made:
-        daemon.kill(signal.SIGKILL)
+def make_daemon(make_daemon: Callable[..., Daemon]) -> Callable[..., Daemon]:
+    """Daemons of this module's kind (tests/conftest.py stops them)."""
+    return functools.partial(make_daemon, cls=Daemon)
 
 
 def until(test: Callable[[], bool], what: str) -> None:

@@ -16,38 +16,27 @@ from pathlib import Path
 import pytest
 
 from coorm_bridge.adapters.frontend import FrontEnd, ProcessSpec
-from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.batch import JobSpec, JobState, NodeState
 from coorm_bridge.core.model import Filter
-from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.protocol import JobRequest
-from coorm_bridge.service.config import Config, PlacementSettings
-from coorm_bridge.service.wiring import assemble
-from coorm_bridge.store import JobRow, Store
+from coorm_bridge.store import JobRow
+from tests import sites
 
-T0 = 1_000_000
-PLATFORM = f'start = {T0}\n[[cluster]]\nname = "c1"\nhosts = 8\n'
+T0 = sites.T0
 
 
-class Site:
+class Site(sites.Site):
     """A bridge over a one-cluster mock platform with its front end, on a virtual clock."""
 
     def __init__(self, tmp_path: Path) -> None:
-        self.jobs = tmp_path / "jobs"
         self.work = tmp_path / "work"
         self.work.mkdir()
-        self.adapter = MockAdapter(
-            parse_platform(PLATFORM), VirtualClock(T0), jobs=self.jobs, run_jobs=True
+        placement = {"attempts": 5, "hold_first": 1}  # the defaults
+        super().__init__(
+            tmp_path, {"c1": 8}, policy={"fair_start": 5}, placement=placement, jobs=True
         )
-        config = Config(
-            policy=PolicyConfig(interval=1.0, fair_start=5),
-            placement=PlacementSettings(poll_interval=5.0),
-        )
-        self.store = Store(tmp_path / "bridge.sqlite")
-        self.service = assemble(config, self.adapter, self.store)
-        self.bridge, self.loop = self.service.bridge, self.service.loop
+        self.jobs = tmp_path / "jobs"
         self.step(T0)
 
     @property
@@ -55,11 +44,6 @@ class Site:
         front = self.adapter.front_end()
         assert front is not None
         return front
-
-    def step(self, t: int) -> None:
-        self.adapter.run_until(t)
-        self.loop.poll("c1")
-        self.loop.tick()
 
     def started(self) -> str:
         sid = self.bridge.subscribe("alice", Filter(), None).session
@@ -101,11 +85,10 @@ class Site:
 
 
 @pytest.fixture
-def site(tmp_path):
-    made = Site(tmp_path)
+def site(make_site):
+    made = make_site(Site)
     yield made
     made.kill_all()
-    made.store.close()
 
 
 def spec(site: Site, job: JobRow) -> JobSpec:

@@ -30,9 +30,9 @@ def test_a_silent_cluster_is_polled_less_and_less_often_then_normally_again(tmp_
     loop = service.loop
     loop.start()
     try:
-        seen = set()
-        deadline = time.monotonic() + 4
-        while time.monotonic() < deadline:
+        seen = {interval(loop, "c2")}
+        deadline = time.monotonic() + 30  # a failsafe: the outage is from +1 s to +4 s
+        while max(seen) < timedelta(seconds=1) and time.monotonic() < deadline:
             seen.add(interval(loop, "c2"))
             assert interval(loop, "c1") == timedelta(seconds=0.25)
             time.sleep(0.05)
@@ -51,8 +51,11 @@ def test_stopping_while_polls_are_running_does_not_hang(tmp_path):
     """A poll that finishes during shutdown used to wait for the scheduler's lock, which the
     shutdown held while waiting for that very poll."""
 
+    polling = threading.Event()
+
     class Slow(MockAdapter):
         def snapshot(self, clusters=None):
+            polling.set()
             time.sleep(0.3)
             return super().snapshot(clusters)
 
@@ -61,8 +64,9 @@ def test_stopping_while_polls_are_running_does_not_hang(tmp_path):
     store = Store(tmp_path / "bridge.sqlite")
     for _ in range(3):
         loop = assemble(config, adapter, store).loop
+        polling.clear()
         loop.start()
-        time.sleep(0.5)  # polls are always in flight (0.3 s each, every 0.05 s)
+        polling.wait(30)  # a poll is in flight (0.3 s each, every 0.05 s); 30: a failsafe
         stopper = threading.Thread(target=loop.stop)
         stopper.start()
         stopper.join(15)

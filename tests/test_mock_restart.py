@@ -9,12 +9,11 @@ Each test starts its own daemons and stops only those processes, by PID, whateve
 
 from __future__ import annotations
 
+import functools
 import json
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,14 +30,9 @@ pytestmark = pytest.mark.daemon
 
 TOKEN = "restart-token-0123456789"
 SPEEDUP = 60
-PLATFORM = """
-[[cluster]]
-name = "c1"
-hosts = 8
-[[cluster]]
-name = "c2"
-hosts = 4
-[[load]]
+PLATFORM = (
+    daemons.PLATFORM
+    + """[[load]]
 kind = "synthetic"
 cluster = "c1"
 seed = 7
@@ -47,24 +41,7 @@ mean_interarrival = 300
 mean_runtime = 1200
 max_hosts = 2
 """
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[bridge.tcp]
-host = "127.0.0.1"
-port = {port}
-[bridge.tokens]
-"{token}" = "alice"
-[policy]
-interval = 0.2
-[placement]
-poll_interval = 0.5
-[adapter]
-kind = "mock"
-platform = "platform.toml"
-speedup = {speedup}
-"""
+)
 
 
 class Daemon(daemons.Daemon):
@@ -72,7 +49,9 @@ class Daemon(daemons.Daemon):
 
     def __init__(self, folder: Path, speedup: object = SPEEDUP) -> None:
         port = free_port()
-        config = CONFIG.format(port=port, token=TOKEN, speedup=speedup)
+        adapter = {**daemons.MOCK, "speedup": daemons.Raw(speedup)}
+        policy = {"interval": 0.2}
+        config = daemons.config(adapter, port=port, tokens={TOKEN: "alice"}, policy=policy)
         super().__init__(folder, config, PLATFORM, port)
 
     def metrics(self) -> dict[str, float]:
@@ -108,24 +87,9 @@ class Daemon(daemons.Daemon):
 
 
 @pytest.fixture
-def folder():
-    path = Path(tempfile.mkdtemp(prefix="cbm-", dir="/tmp"))  # short: socket paths are limited
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def make_daemon(folder):
-    """Daemons for this test; each one started is stopped at the end, whatever happened."""
-    made: list[Daemon] = []
-
-    def make(**options: object) -> Daemon:
-        made.append(Daemon(folder, **options))
-        return made[-1]
-
-    yield make
-    for daemon in made:
-        daemon.kill(signal.SIGKILL)
+def make_daemon(make_daemon):
+    """Daemons of this module's kind (tests/conftest.py stops them)."""
+    return functools.partial(make_daemon, cls=Daemon)
 
 
 def wait_for(client: BridgeClient, sid: str, kind: str, timeout: float = 60):

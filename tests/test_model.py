@@ -28,7 +28,7 @@ from coorm_bridge.core.model import ClusterInfo, Link, Request, Submission
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import AppState
 
-SETTINGS = settings(max_examples=100, deadline=None)
+SETTINGS = settings()  # the profile's (tests/profiles.py)
 EVENTS = TypeAdapter(Event)
 
 

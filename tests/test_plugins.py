@@ -8,11 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -20,6 +18,7 @@ import pytest
 
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from tests import daemons
 
 PYPROJECT = """\
 [build-system]
@@ -151,28 +150,9 @@ PLUGIN = AdapterPlugin(
 )
 """
 
-CONFIG = """\
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[policy]
-interval = 0.2
-fair_start = 1
-[placement]
-poll_interval = 0.5
-[adapter]
-kind = "tiny"
-cluster = "tiny1"
-hosts = 3
-"""
-
-
-@pytest.fixture
-def folder():
-    # Short: a Unix socket path has at most 107 bytes.
-    path = Path(tempfile.mkdtemp(prefix="cbp-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+CONFIG = daemons.config(
+    {"kind": "tiny", "cluster": "tiny1", "hosts": 3}, policy={"interval": 0.2, "fair_start": 1}
+)
 
 
 def install_tiny(folder: Path) -> Path:

@@ -20,9 +20,10 @@ from coorm_bridge.core.model import Request
 from coorm_bridge.core.policy import Application, Plan, Policy, PolicyConfig
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import AppState
+from tests.profiles import fewer
 
-SETTINGS = settings(max_examples=100, deadline=None)
-FEW = settings(max_examples=60, deadline=None)
+SETTINGS = settings()  # the profile's (tests/profiles.py)
+FEW = settings(max_examples=fewer(60))  # each example runs a pass per change, and a fresh one
 
 PLACED = (AppState.SUBMITTED, AppState.REQUEST_SENT, AppState.WAITING)
 HOLDING = (AppState.STARTED, AppState.FINISH_SENT, AppState.GHOST)

@@ -24,7 +24,7 @@ from coorm_bridge.core.profile import (
 
 H = 200
 OFFSETS = st.sampled_from([0, 1_000, 1_700_000_000])
-SETTINGS = settings(max_examples=120, deadline=None)
+SETTINGS = settings()  # the profile's (tests/profiles.py)
 
 
 # -- reference ------------------------------------------------------------------------------

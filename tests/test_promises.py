@@ -14,8 +14,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.batch import (
     JobSpec,
     JobState,
@@ -24,31 +22,17 @@ from coorm_bridge.core.batch import (
     ReservationSpec,
     Unavailable,
 )
-from coorm_bridge.core.model import MAX_DURATION, Filter
-from coorm_bridge.core.policy import PolicyConfig
+from coorm_bridge.core.model import MAX_DURATION
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.config import (
-    BridgeSettings,
-    Config,
-    Limits,
-    LimitSettings,
-    PlacementSettings,
-)
+from coorm_bridge.service.config import BridgeSettings, Limits, LimitSettings
 from coorm_bridge.service.errors import OverLimit, SessionError
-from coorm_bridge.service.wiring import assemble
-from coorm_bridge.store import Store
+from tests import sites
+from tests.profiles import fewer
 
-T0 = 1_000_000
-
-
-def platform(**hosts: int) -> str:
-    text = f"start = {T0}\n"
-    for name, count in hosts.items():
-        text += f'[[cluster]]\nname = "{name}"\nhosts = {count}\n'
-    return text
+T0 = sites.T0
 
 
-class Site:
+class Site(sites.Site):
     def __init__(
         self,
         tmp_path,
@@ -59,55 +43,31 @@ class Site:
         limits=None,
         **hosts,
     ):
-        self.adapter = MockAdapter(
-            parse_platform(platform(**(hosts or {"c1": 4}))), VirtualClock(T0)
+        placement = {"attempts": attempts, "hold_first": hold_first}
+        config = {
+            "bridge": BridgeSettings(session_timeout=session_timeout),
+            "limits": limits or LimitSettings(),
+        }
+        super().__init__(
+            tmp_path,
+            hosts or {"c1": 4},
+            policy={"fair_start": fair_start},
+            placement=placement,
+            config=config,
         )
-        config = Config(
-            bridge=BridgeSettings(session_timeout=session_timeout),
-            policy=PolicyConfig(interval=1.0, fair_start=fair_start),
-            placement=PlacementSettings(
-                horizon=300, attempts=attempts, poll_interval=5.0, hold_first=hold_first
-            ),
-            limits=limits or LimitSettings(),
-        )
-        self.store = Store(tmp_path / "bridge.sqlite")
-        self.service = assemble(config, self.adapter, self.store)
-        self.bridge, self.loop = self.service.bridge, self.service.loop
-        self.clusters = list(hosts or {"c1": 4})
         self.step(T0)
 
-    def step(self, t):
-        self.adapter.run_until(t)
-        for cluster in self.clusters:
-            self.loop.poll(cluster)
-        self.loop.tick()
-
-    def run(self, sid, nodes, duration, user="alice"):
-        self.bridge.put_request(user, sid, nodes, duration)
-
-    def subscribe(self, user="alice"):
-        return self.bridge.subscribe(user, Filter(), None).session
-
-    def events(self, sid, kind=None):
-        return [e for e in self.store.events(sid) if kind is None or e.type == kind]
-
-    def hosts(self, sid, cluster="c1"):
-        (start,) = self.events(sid, "start")
-        return set(start.allocations[cluster].hosts)
+    run = sites.Site.request
 
     def reservation(self, sid, cluster="c1"):
         name = self.store.placeholder(sid, cluster).name
         shot = self.adapter.snapshot([cluster]).clusters[cluster]
         return next(r for r in shot.reservations if r.name == name)
 
-    def state(self, sid):
-        return self.store.session(sid).state
-
 
 @pytest.fixture
-def site(tmp_path):
-    yield (made := Site(tmp_path))
-    made.store.close()
+def site(make_site):
+    return make_site(Site)
 
 
 def test_a_lost_placeholder_comes_back_on_the_hosts_its_application_runs_on(tmp_path):
@@ -424,8 +384,8 @@ hostile = st.lists(
 )
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+@settings(  # each example runs a bridge, its store and its platform for many steps
+    max_examples=fewer(40), suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(attacks=hostile)
 def test_random_hostile_requests_never_stop_another_user_s_session(tmp_path_factory, attacks):

@@ -13,29 +13,17 @@ import logging
 from prometheus_client.core import Metric
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
-from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.cli import status
 from coorm_bridge.core.batch import LacksRights, ReservationHandle, ReservationSpec
 from coorm_bridge.core.model import Filter
-from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.http.metrics import BridgeCollector
 from coorm_bridge.protocol import Problem
-from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.problems import RECHECK_EVERY
-from coorm_bridge.service.wiring import Service, assemble
-from coorm_bridge.store import Store
+from coorm_bridge.service.wiring import Service
+from tests import sites
 
-T0 = 1_000_000
-PLATFORM = f"""
-start = {T0}
-[[cluster]]
-name = "c1"
-hosts = 8
-[[cluster]]
-name = "c2"
-hosts = 4
-"""
+T0 = sites.T0
 REMEDY = "Slurm refuses to let bridge create reservations. To fix, make it an operator."
 POLL = 5
 
@@ -62,28 +50,13 @@ class Denying(MockAdapter):
         return super().update_reservation(cluster, spec)
 
 
-class Site:
+class Site(sites.Site):
     def __init__(self, tmp_path, denied: set[str]) -> None:
-        self.adapter = Denying(parse_platform(PLATFORM), VirtualClock(T0))
+        placement = {"attempts": 3, "poll_interval": POLL, "hold_first": 1}
+        super().__init__(tmp_path, adapter=Denying, policy={"fair_start": 5}, placement=placement)
         self.adapter.denied = denied
         self.adapter.checks = 0
-        config = Config(
-            policy=PolicyConfig(interval=1.0, fair_start=5),
-            placement=PlacementSettings(attempts=3, poll_interval=POLL),
-        )
-        self.store = Store(tmp_path / "bridge.sqlite")
-        self.service = assemble(config, self.adapter, self.store)
-        self.bridge, self.loop = self.service.bridge, self.service.loop
-        self.loop.check_rights()  # as the loop does before serving
-
-    def step(self, t: int) -> None:
-        self.adapter.run_until(t)
-        for cluster in ("c1", "c2"):
-            self.loop.poll(cluster)
-        self.loop.tick()
-
-    def events(self, sid: str, kind: str) -> list:
-        return [e for e in self.store.events(sid) if e.type == kind]
+        self.bridge.check_rights()  # as the loop does before serving
 
 
 def rights_metric(service: Service) -> dict[str, float]:

@@ -61,9 +61,7 @@ def test_value_and_minimum_are_the_twins(fn, start, length):
 
 @given(
     functions(),
-    st.lists(
-        st.tuples(st.integers(0, H - 1), st.integers(1, 30), st.integers(0, 4)), max_size=6
-    ),
+    st.lists(st.tuples(st.integers(0, H - 1), st.integers(1, 30), st.integers(0, 4)), max_size=6),
 )
 def test_taking_plans_in_place_as_the_twin_does(fn, takes):
     times, values = fn

@@ -36,9 +36,10 @@ from coorm_bridge.store import (
     new_job_id,
     new_session_id,
 )
+from tests.profiles import fewer
 
-SETTINGS = settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+SETTINGS = settings(  # each example writes a database file of its own
+    max_examples=fewer(40), suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 CLUSTERS = ("c1", "c2", "c3")
 

@@ -130,8 +130,7 @@ class OarBackend(Backend[OarBinding]):
             first = said.partition(";")[0]
             return BatchFailure(
                 "invalid_user",
-                f"{first}; OAR never runs jobs as root or oar: run the application as another "
-                "user",
+                f"{first}; OAR never runs jobs as root or oar: run the application as another user",
             )
         if commands.RESERVATIONS_CAPPED in said:
             return BatchFailure("user_refused", said)

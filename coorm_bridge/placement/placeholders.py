@@ -204,8 +204,10 @@ class Placeholders:
             if made is None or problem is not None:
                 raise CoAllocationFailed(f"{cluster}: placeholder {kept.name} is {problem}")
             if not made.begun(now):
-                when = "its batch system has not launched it yet" if made.start <= now else (
-                    f"it begins at {made.start}"
+                when = (
+                    "its batch system has not launched it yet"
+                    if made.start <= now
+                    else (f"it begins at {made.start}")
                 )
                 unbegun.append(f"{cluster}: placeholder {kept.name} not begun ({when})")
             if set(made.host_names) != set(kept.host_names):

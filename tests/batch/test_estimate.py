@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from coorm_bridge.adapters.batch.estimate import estimate_starts
@@ -123,7 +123,6 @@ def queues(draw):
     return snapshot(jobs, down=draw(st.integers(0, 3)), reservations=reservations)
 
 
-@settings(max_examples=300, deadline=None)
 @given(queues())
 def test_the_plan_is_the_conservative_backfill_of_immutable_profiles(shot):
     assert estimate_starts(shot) == reference(shot)

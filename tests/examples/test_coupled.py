@@ -18,16 +18,12 @@ from pathlib import Path
 
 import pytest
 
+from tests.daemons import free_port
+
 pytestmark = pytest.mark.mpi
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coupled" / "coupled.py"
 PYTHON = "/usr/bin/python3"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def mpirun(component: str, ranks: int, run: Path, *args: str) -> subprocess.Popen[str]:

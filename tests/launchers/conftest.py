@@ -5,16 +5,13 @@ Each daemon and launcher is a process of its own, started here and stopped by it
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -30,28 +27,15 @@ name = "c2"
 hosts = 4
 cores_per_host = 2
 """
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[policy]
-interval = 0.2
-fair_start = 2
-[placement]
-poll_interval = 0.5
-[adapter]
-kind = "mock"
-platform = "platform.toml"
-run_jobs = true
-"""
 SCRIPT = Path(sys.executable).with_name("coorm-launch")
 
 
 class Daemon(daemons.Daemon):
     """The launchers' daemon: the mock with two clusters, its front end running jobs."""
 
-    def __init__(self, folder: Path, extra: str = "") -> None:
-        super().__init__(folder, CONFIG + extra, PLATFORM)
+    def __init__(self, folder: Path, **adapter: Any) -> None:
+        config = daemons.config({**daemons.MOCK, "run_jobs": True, **adapter})
+        super().__init__(folder, config, PLATFORM)
 
 
 class Launcher:
@@ -92,22 +76,9 @@ class Launcher:
 
 
 @pytest.fixture
-def folder() -> Iterator[Path]:
-    # Short: a Unix socket path has at most 107 bytes.
-    path = Path(tempfile.mkdtemp(prefix="cbl-", dir="/tmp"))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
-
-
-@pytest.fixture
-def daemon(folder: Path) -> Iterator[Daemon]:
-    started = Daemon(folder).start()
-    yield started
-    started.stop()
-    # The mock's jobs run under supervisors that outlive the daemon on purpose: stop any left.
-    for pid_file in folder.glob("state/jobs/*/*.pid"):
-        with contextlib.suppress(ValueError, OSError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+def daemon(make_daemon: Callable[..., Daemon]) -> Daemon:
+    """The launchers' daemon, started (tests/conftest.py stops it and the jobs it left)."""
+    return make_daemon(cls=Daemon).start()
 
 
 @pytest.fixture

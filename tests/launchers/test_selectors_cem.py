@@ -6,7 +6,7 @@ import random
 from itertools import pairwise
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
 from coorm_bridge.core.profile import Profile, earliest_start
@@ -153,7 +153,6 @@ def completion(case: Case) -> tuple[float, float] | None:
     return start + request.duration - case.now, best[0] - case.now
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_cases())
 def test_the_heuristic_ends_within_tolerance_of_exhaustive_search(case):
     found = completion(case)

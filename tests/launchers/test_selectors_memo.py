@@ -2,7 +2,7 @@
 configurations), and a cached answer is always the one it would have given."""
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Request
@@ -10,6 +10,7 @@ from coorm_bridge.core.profile import Profile
 from coorm_bridge.launchers.selectors import Memoized
 from coorm_bridge.launchers.selectors.cem import CEM
 from tests.launchers.platforms import NOW, infos, linked, small_cases, steps
+from tests.profiles import fewer
 
 CLUSTERS = infos(c1=8, c2=8)
 WAN = linked(["c1", "c2"], latency_s=0.01, bandwidth_bps=1e9)
@@ -121,7 +122,7 @@ def test_the_bound_is_bounded(size):
         Memoized(Recorder(), maxsize=size)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=fewer(40))  # each example runs every selector on up to 16 views
 @given(st.lists(small_cases(), min_size=1, max_size=4), st.lists(st.integers(0, 7), max_size=12))
 def test_a_memoized_selector_answers_what_the_selector_would(cases, replays):
     """Views seen again, and views slid in time, get exactly the selector's own answer."""

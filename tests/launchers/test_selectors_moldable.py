@@ -3,7 +3,7 @@
 import math
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from coorm_bridge.core.model import MAX_COUNT, Interconnect, Request
@@ -118,7 +118,6 @@ def views(draw: st.DrawFn) -> tuple[dict, dict]:
     return infos(speeds, **hosts), view
 
 
-@settings(max_examples=150, deadline=None)
 @given(
     views(),
     st.floats(60, 100 * HOUR),

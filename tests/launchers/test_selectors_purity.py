@@ -1,7 +1,7 @@
 """The built-in selectors are pure functions of their inputs, and keep their promise of time
 invariance (the memo relies on both)."""
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from coorm_bridge.core.profile import Profile
@@ -25,7 +25,6 @@ def snapshot(case: Case) -> tuple:
     return (dict(case.clusters), case.interconnect, view)
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_cases(), st.randoms(use_true_random=False))
 def test_built_ins_are_pure_functions_of_their_inputs(case, rng):
     """Same inputs, same answer, whatever the mappings' order; nothing mutated."""
@@ -39,7 +38,6 @@ def test_built_ins_are_pure_functions_of_their_inputs(case, rng):
         assert snapshot(case) == before
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(small_cases(), st.integers(-(10**6), 10**6))
 def test_built_ins_keep_their_time_invariance_promise(case, shift):
     """Shifting ``now`` and the view together shifts nothing in the answer (the memo relies on

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from coorm_bridge.adapters.base import Adapter
@@ -320,7 +320,6 @@ cluster_names = st.lists(
 )
 
 
-@settings(max_examples=200, deadline=None)
 @given(data=st.data(), names=cluster_names)
 def test_a_failed_snapshot_raises_for_the_first_cluster_asked_that_could_not_be_read(data, names):
     count = data.draw(st.integers(1, len(names)))

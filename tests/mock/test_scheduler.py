@@ -7,7 +7,7 @@ import itertools
 from dataclasses import dataclass, field
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from coorm_bridge.batchsim import (
@@ -629,7 +629,6 @@ def check_allocation(scheduler, observations):
     assert len(used) <= sum(state is not NodeState.DOWN for state in states.values())
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_random_workloads_never_overallocate(scenario):
     s, _, _ = play(scenario, check_allocation)
@@ -661,7 +660,6 @@ def first_and_previous_predictions(observations):
     return first, previous, started
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(faults=False, policies=(CBF,)))
 def test_conservative_predictions_only_ever_improve(scenario):
     # Deleting a reservation only frees capacity; moving or growing one may delay jobs.
@@ -685,7 +683,6 @@ def test_conservative_predictions_only_ever_improve(scenario):
             assert started[name] == predicted, name
 
 
-@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(faults=False, policies=(EASY,)))
 def test_easy_predicts_only_heads_and_honours_them(scenario):
     scenario.changes = [(t, k, None) for t, k, _ in scenario.changes]
@@ -726,13 +723,11 @@ def plan_is_compressed(scheduler, observations):
             assert found is None, (j.spec.id, j.plan_start, found)
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(policies=(CBF,)))
 def test_conservative_plan_stays_compressed(scenario):
     play(scenario, plan_is_compressed)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_same_inputs_same_history(scenario):
     first, _, seen_first = play(scenario)
@@ -757,7 +752,6 @@ reservation_specs = st.builds(
 )
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios(cancels=False), st.integers(0, 100), reservation_specs)
 def test_refused_reservations_change_nothing_and_retry_after_works(scenario, when, spec):
     s = cluster(hosts=scenario.hosts, policy=scenario.policy)

@@ -23,6 +23,7 @@ from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
 from coorm_bridge.core.batch import JobSpec, ReservationSpec
 from tests.oar.samples import ALPHA, Recorded, said
+from tests.profiles import fewer
 
 START = int(datetime(2026, 11, 21, 9, 13, 7, tzinfo=UTC).timestamp())
 SPEC = ReservationSpec(name="coorm-p1", start=START, end=START + 1800, hosts=2, users=("alice",))
@@ -118,7 +119,7 @@ def run_as_oar_does(command: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["bash", "-c", command], capture_output=True, text=True, check=False)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=fewer(40))  # each example runs the job as OAR would: subprocesses
 @given(args=st.lists(TEXT, max_size=4), value=TEXT)
 def test_the_argument_vector_and_environment_reach_the_job_intact(
     args: list[str], value: str
@@ -136,7 +137,7 @@ def run_script(script: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(["sh", "-c", script], capture_output=True, text=True, check=False)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=fewer(40))  # each example runs the job as OAR would: subprocesses
 @given(args=st.lists(TEXT, max_size=4), value=TEXT)
 def test_the_job_script_runs_the_argument_vector_with_its_environment(
     args: list[str], value: str
@@ -269,7 +270,6 @@ def builders(bad: str) -> dict[str, Callable[[], object]]:
 
 
 @pytest.mark.parametrize("what", list(builders("x")))
-@settings(max_examples=60, deadline=None)
 @given(bad=BAD_TEXT)
 def test_no_name_smuggles_a_quote_or_a_shell_character(what: str, bad: str) -> None:
     with pytest.raises(ValueError, match="invalid"):
@@ -312,7 +312,6 @@ def test_dates_in_a_zone_with_summer_time() -> None:
     assert commands.parse_date("2026-11-21 07:06:23", paris) == utc(2026, 11, 21, 6, 6, 23)
 
 
-@settings(max_examples=200, deadline=None)
 @given(
     moment=st.integers(0, 2**33),
     zone=st.sampled_from(["UTC", "Europe/Paris", "America/St_Johns", "Asia/Kolkata"]),

@@ -10,12 +10,9 @@ a test user (a token over TCP): OAR lets root submit nothing. The daemons are st
 
 from __future__ import annotations
 
-import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -33,43 +30,25 @@ LIVE = ("Waiting", "toLaunch", "Launching", "Running", "toAckReservation", "Hold
 
 
 def config(oar: OarInstance, port: int) -> str:
-    clusters = "".join(f'[[adapter.cluster]]\nname = "{c}"\n' for c in oar.clusters)
-    return f"""
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[bridge.tcp]
-host = "127.0.0.1"
-port = {port}
-[bridge.tokens]
-"{TOKEN}" = "{oar.users[0]}"
-[policy]
-interval = 0.5
-fair_start = 3
-[placement]
-poll_interval = 1
-horizon = 3600
-[adapter]
-kind = "oar"
-reservation_lead = 5
-{clusters}"""
+    adapter = {"kind": "oar", "reservation_lead": 5, "cluster": daemons.oar_clusters(oar)}
+    return daemons.config(
+        adapter,
+        port=port,
+        tokens={TOKEN: oar.users[0]},
+        policy=daemons.BATCH_POLICY,
+        placement={"poll_interval": 1, "horizon": 3600},
+    )
 
 
 @pytest.fixture
-def daemon(oar: OarInstance) -> Iterator[daemons.Daemon]:
+def daemon(oar: OarInstance, make_daemon) -> Iterator[daemons.Daemon]:
+    """Not started; killed, its log shown (tests/conftest.py) and OAR reset afterwards."""
     oar.reset()
-    folder = Path(tempfile.mkdtemp(prefix="cbo-", dir="/tmp"))
     port = daemons.free_port()
-    made = daemons.Daemon(folder, config(oar, port), port=port)
-    try:
-        yield made
-    finally:
-        made.stop(signal.SIGKILL)
-        if made.log.exists():
-            noted = [line for line in made.log.read_text().splitlines() if " INFO " not in line]
-            print("daemon log, but its INFO lines:", *noted, sep="\n  ")
-        oar.reset()
-        shutil.rmtree(folder, ignore_errors=True)
+    made = make_daemon(config(oar, port), port=port)
+    yield made
+    made.stop(signal.SIGKILL)
+    oar.reset()
 
 
 def containers(oar: OarInstance) -> dict[str, tuple[str, str]]:

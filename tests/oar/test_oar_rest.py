@@ -36,6 +36,7 @@ from coorm_bridge.core.batch import (
     Unavailable,
 )
 from tests.oar.samples import ALPHA, BETA, GANTT_NOW, details_page, http, load, resources_details
+from tests.profiles import fewer
 
 URL = "http://oar.example/oarapi"
 #: An hour from the recording, on alpha-1 and alpha-2 (free then).
@@ -365,8 +366,8 @@ def through_the_api(folder: Path, body: bytes) -> tuple[list[str], str]:
     return options, command
 
 
-@settings(
-    max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+@settings(  # each example runs the REST API's Perl and the job: subprocesses
+    max_examples=fewer(40), suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
 @given(args=st.lists(ASCII, max_size=3), value=ASCII)
 @example(args=["$HOME", "`id`", "a\\", '"', "it's", "x/~/y/~/z"], value="/~/")

@@ -14,7 +14,6 @@ import io
 import json
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -43,73 +42,47 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "coupled"
 
 @pytest.fixture(scope="module")
 def slurm() -> Iterator[slurm_lab.SlurmInstance]:
-    """A Slurm of one partition, alpha, with munged (reused if one answers)."""
-    slurm_lab._check_prerequisites(slurm_lab.COMMON_BINARIES)
-    base = Path(tempfile.mkdtemp(prefix="csm-", dir="/tmp"))
-    munge = slurm_lab._script("munge", {"BASE": str(base)}, slurm_lab.DOWN_TIMEOUT)
-    assert munge.returncode == 0, munge.stdout + munge.stderr
+    """A Slurm of one partition, alpha, with munged (shared: see tests/slurm/conftest.py)."""
     knobs = {"CLUSTERS": "alpha", "NODES": "4", "DBD": "0", "REST": "0"}
-    try:
-        with slurm_lab._slurm("partitions", knobs, slurm_lab.COMMON_BINARIES) as instance:
-            yield instance
-    finally:
-        slurm_lab._script("down", {"BASE": str(base), "MUNGE_STOP": "always"}, 120)
-        shutil.rmtree(base, ignore_errors=True)
+    with slurm_lab._slurm("partitions", knobs, slurm_lab.COMMON_BINARIES) as instance:
+        yield instance
 
 
 def config(slurm: slurm_lab.SlurmInstance, oar: OarInstance, port: int) -> str:
-    return f"""
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[bridge.tcp]
-host = "127.0.0.1"
-port = {port}
-[bridge.tokens]
-"{TOKEN}" = "{oar.users[0]}"
-[policy]
-interval = 0.5
-fair_start = 2
-[placement]
-poll_interval = 1
-[adapter]
-kind = "mixed"
-[[adapter.system]]
-kind = "slurm"
-[[adapter.system.cluster]]
-name = "alpha"
-partition = "alpha"
-slurm_conf = "{slurm.conf}"
-[[adapter.system]]
-kind = "oar"
-reservation_lead = 10
-[[adapter.system.cluster]]
-name = "gamma"
-value = "beta"
-[[adapter.link]]
-clusters = ["alpha", "gamma"]
-latency_s = 0.001
-bandwidth_bps = 1e9
-"""
+    slurm_system = {
+        "kind": "slurm",
+        "cluster": [{"name": "alpha", "partition": "alpha", "slurm_conf": str(slurm.conf)}],
+    }
+    oar_system = {
+        "kind": "oar",
+        "reservation_lead": 10,
+        "cluster": [{"name": "gamma", "value": "beta"}],
+    }
+    adapter = {
+        "kind": "mixed",
+        "system": [slurm_system, oar_system],
+        "link": [{"clusters": ["alpha", "gamma"], "latency_s": 0.001, "bandwidth_bps": 1e9}],
+    }
+    return daemons.config(
+        adapter,
+        port=port,
+        tokens={TOKEN: oar.users[0]},
+        policy={"interval": 0.5, "fair_start": 2},
+        placement=daemons.BATCH_PLACEMENT,
+    )
 
 
 @pytest.fixture
-def site(slurm, oar: OarInstance) -> Iterator[daemons.Daemon]:
+def site(slurm, oar: OarInstance, make_daemon, folder) -> Iterator[daemons.Daemon]:
+    """Not started; killed, its log shown (tests/conftest.py), Slurm and OAR reset afterwards."""
     oar.reset()
-    folder = Path(tempfile.mkdtemp(prefix="cbx-", dir="/tmp"))
     folder.chmod(0o755)
     port = daemons.free_port()
-    made = daemons.Daemon(folder, config(slurm, oar, port), port=port)
-    try:
-        yield made
-    finally:
-        made.stop(signal.SIGKILL)
-        if made.log.exists():
-            noted = [line for line in made.log.read_text().splitlines() if " INFO " not in line]
-            print("daemon log, but its INFO lines:", *noted, sep="\n  ")
-        slurm.reset()
-        oar.reset()
-        shutil.rmtree(folder, ignore_errors=True)
+    made = make_daemon(config(slurm, oar, port), port=port)
+    yield made
+    made.stop(signal.SIGKILL)
+    slurm.reset()
+    oar.reset()
 
 
 def slurm_reservation(slurm: slurm_lab.SlurmInstance, name: str) -> dict[str, str] | None:

@@ -16,10 +16,8 @@ from __future__ import annotations
 import io
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -65,47 +63,32 @@ processes_per_host = 1
 
 def config(oar: OarInstance, port: int) -> str:
     """etc/coorm-bridge-oar.toml's values, on the test OAR's two clusters."""
-    clusters = "".join(f'[[adapter.cluster]]\nname = "{c}"\n' for c in oar.clusters)
-    return f"""
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[bridge.tcp]
-host = "127.0.0.1"
-port = {port}
-[bridge.tokens]
-"{TOKEN}" = "{oar.users[0]}"
-[policy]
-interval = 1.0
-fair_start = 30
-[placement]
-horizon = 300
-attempts = 5
-poll_interval = 10
-[adapter]
-kind = "oar"
-backend = "cli"
-reservation_lead = 15
-{clusters}"""
+    adapter = {
+        "kind": "oar",
+        "backend": "cli",
+        "reservation_lead": 15,
+        "cluster": daemons.oar_clusters(oar),
+    }
+    return daemons.config(
+        adapter,
+        port=port,
+        tokens={TOKEN: oar.users[0]},
+        policy={"interval": 1.0, "fair_start": 30},
+        placement={"horizon": 300, "attempts": 5, "poll_interval": 10},
+    )
 
 
 @pytest.fixture
-def daemon(oar: OarInstance) -> Iterator[daemons.Daemon]:
+def daemon(oar: OarInstance, make_daemon, folder) -> Iterator[daemons.Daemon]:
+    """Started; killed, its log shown (tests/conftest.py) and OAR reset afterwards."""
     oar.reset()
-    folder = Path(tempfile.mkdtemp(prefix="cbos-", dir="/tmp"))
     folder.chmod(0o755)
     port = daemons.free_port()
-    made = daemons.Daemon(folder, config(oar, port), port=port)
-    try:
-        made.start()
-        yield made
-    finally:
-        made.stop(signal.SIGKILL)
-        if made.log.exists():
-            noted = [line for line in made.log.read_text().splitlines() if " INFO " not in line]
-            print("daemon log, but its INFO lines:", *noted, sep="\n  ")
-        oar.reset()
-        shutil.rmtree(folder, ignore_errors=True)
+    made = make_daemon(config(oar, port), port=port)
+    made.start()
+    yield made
+    made.stop(signal.SIGKILL)
+    oar.reset()
 
 
 def follow(client: BridgeClient, sid: str, kinds: tuple[str, ...]) -> tuple[Event, float, list]:

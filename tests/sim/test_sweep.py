@@ -20,6 +20,9 @@ from coorm_bridge.sim.sweep import sweep
 
 from .conftest import COORM_SIM, toy_environ
 
+#: Seconds a wait may last before the test fails: a failsafe, each wait ends on its event.
+FAILSAFE = 120
+
 
 def run(marks: Path, out: Path, *options: str) -> int:
     return cli.main(["toy", "--marks", str(marks), "--out", str(out), *options])
@@ -166,6 +169,9 @@ def test_coorm_sim_end_to_end(marks, tmp_path):
 
 
 def test_ctrl_c_keeps_the_finished_runs_and_the_next_sweep_does_the_rest(toy, marks, tmp_path):
+    # A run that sleeps 60 s: stopped by the Ctrl-C, or the sweep ends with it (and exits 0).
+    # The child's SIGINT is at its default even when this test run ignores it (a background
+    # job of a non-interactive shell): tests/conftest.py restores it.
     (marks / "sleep-0").write_text("60")
     out = tmp_path / "out"
     command = [str(COORM_SIM), "toy", "--count", "6", "--marks", str(marks), "--out", str(out)]
@@ -178,13 +184,13 @@ def test_ctrl_c_keeps_the_finished_runs_and_the_next_sweep_does_the_rest(toy, ma
         text=True,
     )
     try:
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + FAILSAFE
         while len(stored(out)) < 5 and time.monotonic() < deadline:
             time.sleep(0.1)
         assert len(stored(out)) == 5
         started = time.monotonic()
         child.send_signal(signal.SIGINT)
-        _, said = child.communicate(timeout=30)
+        _, said = child.communicate(timeout=FAILSAFE)  # it exits: at once, or after the run
     finally:
         if child.poll() is None:
             child.kill()

@@ -7,7 +7,8 @@ in ``.clusters``, all registered with one slurmdbd (so ``-M <cluster>`` works), 
 Both are session-scoped; each has its own BASE (a short directory under /tmp) and its own
 block of ports, locked with ``/tmp/coorm-slurm-ports-<PORT_BASE>.lock`` so that concurrent
 test runs on one host do not collide. Teardown runs the script's ``down``, which stops only the
-processes started under that BASE.
+processes started under that BASE. Every Slurm of a run (of every xdist worker) shares one
+munged (:func:`shared_munge`): started by the first that needs it, stopped by the last.
 
 Without the Slurm binaries (or without root) the tests are skipped, unless
 ``COORM_REQUIRE_SLURM=1`` (set by CI), in which case they fail.
@@ -55,6 +56,10 @@ PORT_BLOCKS = range(7800, 16000, 1000)
 EXIT_PORTS_BUSY = 3
 UP_TIMEOUT = 300
 DOWN_TIMEOUT = 120
+#: Held shared by each user of the munged that tests started; the last one out stops it.
+MUNGE_USERS = "/tmp/coorm-munge-users.lock"
+#: The BASE under which a test started munged (its PID file), while it runs.
+MUNGE_STARTED = Path("/tmp/coorm-munge-started")
 
 
 @dataclass
@@ -282,41 +287,68 @@ def _instance(mode: str, base: Path, port_base: int, lock: IO[str]) -> SlurmInst
 
 
 @contextlib.contextmanager
+def shared_munge() -> Iterator[None]:
+    """munged while the block runs, shared with every other block of this host's test runs (the
+    workers of a parallel run each start their Slurms): started here if none answers, stopped
+    (by its PID) when the last block that holds :data:`MUNGE_USERS` ends, if a test started
+    it. A munged that was already there (a site's) is only used."""
+    _check_prerequisites(COMMON_BINARIES)
+    users = open(MUNGE_USERS, "a")  # noqa: SIM115 - held until the block ends
+    try:
+        fcntl.flock(users, fcntl.LOCK_SH)  # waits while the last user of one stops it
+        base = Path(tempfile.mkdtemp(prefix="csm-", dir="/tmp"))
+        proc = _script("munge", {"BASE": str(base)}, DOWN_TIMEOUT)
+        if proc.returncode != 0:
+            shutil.rmtree(base, ignore_errors=True)
+            pytest.fail(f"slurm-local.sh munge failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
+        if (base / "run" / "munged.pid").exists():
+            MUNGE_STARTED.write_text(str(base))  # started here: the last user stops it
+        else:
+            shutil.rmtree(base, ignore_errors=True)
+        yield
+    finally:
+        try:
+            fcntl.flock(users, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            pass  # another block still uses it
+        else:
+            started = MUNGE_STARTED.read_text() if MUNGE_STARTED.exists() else ""
+            if started:
+                _script("down", {"BASE": started, "MUNGE_STOP": "always"}, DOWN_TIMEOUT)
+                shutil.rmtree(started, ignore_errors=True)
+                MUNGE_STARTED.unlink(missing_ok=True)
+        users.close()
+
+
+@contextlib.contextmanager
 def _slurm(mode: str, knobs: dict[str, str], binaries: tuple[str, ...]) -> Iterator[SlurmInstance]:
     _check_prerequisites(binaries)
-    started = time.monotonic()
-    instance = _up(mode, knobs)
-    print(f"\nlocal Slurm {mode} up in {time.monotonic() - started:.1f} s under {instance.base}")
-    try:
-        yield instance
-    finally:
-        proc = _script("down", {"BASE": str(instance.base)}, DOWN_TIMEOUT)
-        if instance._lock is not None:
-            instance._lock.close()
-        if proc.returncode != 0:
-            pytest.fail(
-                f"slurm-local.sh down failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}",
-                pytrace=False,
-            )
-        if os.environ.get("COORM_SLURM_KEEP") != "1":
-            shutil.rmtree(instance.base, ignore_errors=True)
+    with shared_munge():
+        started = time.monotonic()
+        instance = _up(mode, knobs)
+        print(
+            f"\nlocal Slurm {mode} up in {time.monotonic() - started:.1f} s under {instance.base}"
+        )
+        try:
+            yield instance
+        finally:
+            proc = _script("down", {"BASE": str(instance.base)}, DOWN_TIMEOUT)
+            if instance._lock is not None:
+                instance._lock.close()
+            if proc.returncode != 0:
+                pytest.fail(
+                    f"slurm-local.sh down failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}",
+                    pytrace=False,
+                )
+            if os.environ.get("COORM_SLURM_KEEP") != "1":
+                shutil.rmtree(instance.base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
 def munge_daemon() -> Iterator[None]:
-    """munged for all the session's Slurms: reused if one answers, else started once here and
-    stopped by PID after them (an instance's own `down` must leave it to the other one)."""
-    _check_prerequisites(COMMON_BINARIES)
-    base = Path(tempfile.mkdtemp(prefix="csm-", dir="/tmp"))
-    proc = _script("munge", {"BASE": str(base)}, DOWN_TIMEOUT)
-    if proc.returncode != 0:
-        pytest.fail(f"slurm-local.sh munge failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
-    try:
+    """munged for all the session's Slurms, kept between them (:func:`shared_munge`)."""
+    with shared_munge():
         yield
-    finally:
-        # Every Slurm of the session is down (its fixtures were torn down first).
-        _script("down", {"BASE": str(base), "MUNGE_STOP": "always"}, DOWN_TIMEOUT)
-        shutil.rmtree(base, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

@@ -17,6 +17,7 @@ from coorm_bridge.adapters.slurm import commands, parse
 from coorm_bridge.adapters.slurm.commands import Target
 from coorm_bridge.core.batch import JobSpec, ReservationSpec
 from coorm_bridge.core.model import NAME_PATTERN, USER_NAME_PATTERN
+from tests.profiles import fewer
 
 #: Usable user names (USER_NAME_PATTERN), built rather than drawn from the pattern's lookaheads.
 USER_NAMES = st.builds(
@@ -136,7 +137,6 @@ def as_shown(argv: tuple[str, ...]) -> str:
     )
 
 
-@settings(max_examples=200, deadline=None)
 @given(
     start=st.integers(0, 2**35),
     length=st.integers(1, 10**8),
@@ -191,7 +191,6 @@ ANY_TEXT = (
 )
 
 
-@settings(max_examples=300, deadline=None)
 @given(
     name=ANY_TEXT,
     users=st.lists(ANY_TEXT, min_size=1, max_size=3),
@@ -332,7 +331,7 @@ ECHO = "import json, os, sys; print(json.dumps([sys.argv[1:], os.environ.get('V'
 TEXT = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"))
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=fewer(40))  # each example runs the wrapped command: a subprocess
 @given(args=st.lists(TEXT, max_size=4), value=TEXT)
 def test_wrapped_argv_and_environment_arrive_intact(args: list[str], value: str) -> None:
     job = JobSpec(name="j", user="u", argv=(sys.executable, "-c", ECHO, *args), hosts=1,

@@ -78,11 +78,11 @@ def contents(adapter: SlurmAdapter):
 
 def same_view(cli: SlurmAdapter, rest: SlurmAdapter):
     """Both views when they agree (a read may fall between two scheduler passes: try again)."""
-    for _ in range(10):
-        seen, expected = contents(rest), contents(cli)
-        if seen == expected:
-            return seen
+    deadline = time.monotonic() + 60  # a failsafe: a scheduler pass or two makes them agree
+    seen, expected = contents(rest), contents(cli)
+    while seen != expected and time.monotonic() < deadline:
         time.sleep(0.5)
+        seen, expected = contents(rest), contents(cli)
     assert seen == expected
     return seen
 

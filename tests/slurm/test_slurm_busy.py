@@ -10,10 +10,8 @@ import calendar
 import io
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,19 +126,6 @@ def test_a_job_that_waits_past_its_slack_still_starts_before_the_next_placeholde
     run.close()
 
 
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[policy]
-interval = 0.5
-fair_start = 3
-[placement]
-poll_interval = 1
-hold_first = 2
-[adapter]
-kind = "slurm"
-"""
 APP = """
 duration = 120
 [selector]
@@ -162,21 +147,12 @@ processes_per_host = 1
 
 
 @pytest.fixture
-def bridge(slurm_partitions) -> Iterator[tuple[Path, daemons.Daemon]]:
-    folder = Path(tempfile.mkdtemp(prefix="cbsb-", dir="/tmp"))
-    conf = slurm_partitions.conf
-    clusters = "".join(
-        f'[[adapter.cluster]]\nname = "{p}"\npartition = "{p}"\nslurm_conf = "{conf}"\n'
-        for p in slurm_partitions.clusters
-    )
-    daemon = daemons.Daemon(folder, CONFIG + clusters)
-    try:
-        daemon.start()
-        yield folder, daemon
-    finally:
-        daemon.stop()
-        slurm_partitions.reset()
-        shutil.rmtree(folder, ignore_errors=True)
+def bridge(slurm_partitions, make_daemon, folder) -> Iterator[tuple[Path, daemons.Daemon]]:
+    placement = {**daemons.BATCH_PLACEMENT, "hold_first": 2}
+    daemon = make_daemon(daemons.slurm_config(slurm_partitions, placement=placement)).start()
+    yield folder, daemon
+    daemon.stop()
+    slurm_partitions.reset()
 
 
 def placeholders(slurm, session: str) -> dict[str, tuple[int, int, str]]:
@@ -203,9 +179,7 @@ def wait_for(client: BridgeClient, session: str, kind: str) -> StartEvent | None
     raise AssertionError(f"no {kind} event for {session}")
 
 
-def test_a_coupled_run_followed_by_another_placeholder_on_its_hosts_runs(
-    bridge, slurm_partitions
-):
+def test_a_coupled_run_followed_by_another_placeholder_on_its_hosts_runs(bridge, slurm_partitions):
     """Three sessions on every host in turn: the first holds all, the launcher's coupled run
     (2 minutes, a whole number) comes next, a third asks for every host right after it. When
     the run starts, the third's placeholders already begin at its end on the same hosts."""

@@ -3,10 +3,8 @@ admin and a user would run it."""
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -16,28 +14,9 @@ from tests import daemons
 
 pytestmark = [pytest.mark.slurm, pytest.mark.daemon]
 
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[policy]
-interval = 0.5
-fair_start = 3
-[placement]
-poll_interval = 1
-[adapter]
-kind = "slurm"
-"""
 
-
-def test_the_demo_co_allocates_on_slurm_through_the_daemon(slurm_partitions):
-    folder = Path(tempfile.mkdtemp(prefix="cbs-", dir="/tmp"))
-    conf = slurm_partitions.conf
-    clusters = "".join(
-        f'[[adapter.cluster]]\nname = "{p}"\npartition = "{p}"\nslurm_conf = "{conf}"\n'
-        for p in slurm_partitions.clusters
-    )
-    daemon = daemons.Daemon(folder, CONFIG + clusters)
+def test_the_demo_co_allocates_on_slurm_through_the_daemon(slurm_partitions, make_daemon, folder):
+    daemon = make_daemon(daemons.slurm_config(slurm_partitions))
     url = daemon.unix
     script = Path(sys.executable).with_name("coorm-bridge")
     try:
@@ -63,7 +42,6 @@ def test_the_demo_co_allocates_on_slurm_through_the_daemon(slurm_partitions):
     finally:
         daemon.stop()
         slurm_partitions.reset()
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def serve(tmp_path: Path, adapter: str) -> tuple[subprocess.CompletedProcess[str], float]:

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -18,18 +16,6 @@ from tests import daemons
 
 pytestmark = [pytest.mark.slurm, pytest.mark.daemon]
 
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[policy]
-interval = 0.5
-fair_start = 3
-[placement]
-poll_interval = 1
-[adapter]
-kind = "slurm"
-"""
 #: Each task writes when it started and where, then stays a little: both jobs are seen running.
 STAMP = 'date +%s.%N > "$COORM_RUN_DIR/$COORM_COMPONENT.$(hostname).$SLURM_PROCID.start"; sleep 3'
 APP = f"""
@@ -53,21 +39,11 @@ processes_per_host = 1
 
 
 @pytest.fixture
-def bridge(slurm_partitions):
-    folder = Path(tempfile.mkdtemp(prefix="cbsl-", dir="/tmp"))
-    conf = slurm_partitions.conf
-    clusters = "".join(
-        f'[[adapter.cluster]]\nname = "{p}"\npartition = "{p}"\nslurm_conf = "{conf}"\n'
-        for p in slurm_partitions.clusters
-    )
-    daemon = daemons.Daemon(folder, CONFIG + clusters)
-    try:
-        daemon.start()
-        yield folder, daemon.unix
-    finally:
-        daemon.stop()
-        slurm_partitions.reset()
-        shutil.rmtree(folder, ignore_errors=True)
+def bridge(slurm_partitions, make_daemon, folder):
+    daemon = make_daemon(daemons.slurm_config(slurm_partitions)).start()
+    yield folder, daemon.unix
+    daemon.stop()
+    slurm_partitions.reset()
 
 
 def launch(folder: Path, url: str, exit_status: int) -> tuple[subprocess.CompletedProcess, Path]:

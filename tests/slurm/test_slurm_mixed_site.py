@@ -7,13 +7,8 @@ both placeholders go."""
 from __future__ import annotations
 
 import calendar
-import contextlib
-import os
 import re
-import shutil
-import signal
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -31,39 +26,25 @@ from tests import daemons
 pytestmark = [pytest.mark.slurm, pytest.mark.daemon]
 
 PLATFORM = '[[cluster]]\nname = "delta"\nhosts = 4\nspeed = 2.0\n'
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[policy]
-interval = 0.5
-fair_start = 2
-[placement]
-poll_interval = 1
-[adapter]
-kind = "mixed"
-[[adapter.system]]
-kind = "slurm"
-[[adapter.system.cluster]]
-name = "alpha"
-partition = "alpha"
-slurm_conf = "{conf}"
-[[adapter.system]]
-kind = "mock"
-platform = "platform.toml"
-run_jobs = true
-[[adapter.link]]
-clusters = ["alpha", "delta"]
-latency_s = 0.002
-bandwidth_bps = 1e9
-"""
 
 
 class MixedSite(daemons.Daemon):
     """The daemon over Slurm's partition ``alpha`` and the simulated cluster ``delta``."""
 
     def __init__(self, folder: Path, slurm) -> None:
-        super().__init__(folder, CONFIG.format(conf=slurm.conf), PLATFORM)
+        slurm_system = {
+            "kind": "slurm",
+            "cluster": [{"name": "alpha", "partition": "alpha", "slurm_conf": str(slurm.conf)}],
+        }
+        mock_system = {"kind": "mock", "platform": "platform.toml", "run_jobs": True}
+        adapter = {
+            "kind": "mixed",
+            "system": [slurm_system, mock_system],
+            "link": [{"clusters": ["alpha", "delta"], "latency_s": 0.002, "bandwidth_bps": 1e9}],
+        }
+        policy = {"interval": 0.5, "fair_start": 2}
+        config = daemons.config(adapter, policy=policy, placement=daemons.BATCH_PLACEMENT)
+        super().__init__(folder, config, PLATFORM)
         self.slurm = slurm
 
     def slurm_reservation(self, name: str) -> dict[str, str] | None:
@@ -101,16 +82,12 @@ def follow_until(client: BridgeClient, sid: str, kind: type, timeout: float = 12
 
 
 @pytest.fixture
-def mixed_site(slurm_partitions):
-    folder = Path(tempfile.mkdtemp(prefix="cbm-", dir="/tmp"))  # a socket path is short
-    site = MixedSite(folder, slurm_partitions)
+def mixed_site(slurm_partitions, make_daemon):
+    """Not started; stopped with the jobs it left (tests/conftest.py), then Slurm reset."""
+    site = make_daemon(slurm_partitions, cls=MixedSite)
     yield site
     site.stop()
-    for pid_file in folder.glob("state/systems/mock/jobs/*/*.pid"):
-        with contextlib.suppress(ValueError, ProcessLookupError, PermissionError, OSError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
     slurm_partitions.reset()
-    shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_one_application_over_slurm_and_the_simulated_platform_starts_once_on_both(mixed_site):

@@ -9,10 +9,8 @@ through the bridge. The daemons started here are stopped by PID whatever happens
 
 from __future__ import annotations
 
-import shutil
 import signal
 import subprocess
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -36,19 +34,6 @@ HOSTS = 5
 FIRST_DURATION = 1800
 SECOND_DURATION = 600
 FAIR_START = 3
-CONFIG = f"""
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[policy]
-interval = 0.5
-fair_start = {FAIR_START}
-[placement]
-poll_interval = 1
-horizon = 3600
-[adapter]
-kind = "slurm"
-"""
 #: A restarted daemon must answer within this many seconds (it polls and reconciles first).
 START_TIMEOUT = 60
 
@@ -70,11 +55,13 @@ class Daemon(daemons.Daemon):
     same state folder."""
 
     def __init__(self, folder: Path, slurm) -> None:
-        clusters = "".join(
-            f'[[adapter.cluster]]\nname = "{c}"\npartition = "{c}"\nslurm_conf = "{slurm.conf}"\n'
-            for c in CLUSTERS
+        clusters = [{"name": c, "partition": c, "slurm_conf": str(slurm.conf)} for c in CLUSTERS]
+        config = daemons.config(
+            {"kind": "slurm", "cluster": clusters},
+            policy={"interval": 0.5, "fair_start": FAIR_START},
+            placement={"poll_interval": 1, "horizon": 3600},
         )
-        super().__init__(folder, CONFIG + clusters)
+        super().__init__(folder, config)
 
     def start(self, timeout: float = START_TIMEOUT) -> Daemon:
         super().start(timeout)
@@ -98,19 +85,12 @@ class Daemon(daemons.Daemon):
 
 
 @pytest.fixture
-def daemon(slurm_partitions) -> Iterator[Daemon]:
-    # Short: a Unix socket path has at most 107 bytes.
-    folder = Path(tempfile.mkdtemp(prefix="cbr-", dir="/tmp"))
-    made = Daemon(folder, slurm_partitions)
-    try:
-        yield made
-    finally:
-        made.stop(signal.SIGKILL)
-        if made.log.exists():  # shown with the test's output when it fails
-            noted = [line for line in made.log.read_text().splitlines() if " INFO " not in line]
-            print("daemon log, but its INFO lines:", *noted, sep="\n  ")
-        slurm_partitions.reset()
-        shutil.rmtree(folder, ignore_errors=True)
+def daemon(slurm_partitions, make_daemon) -> Iterator[Daemon]:
+    """Not started; killed, its log shown (tests/conftest.py) and Slurm reset afterwards."""
+    made = make_daemon(slurm_partitions, cls=Daemon)
+    yield made
+    made.stop(signal.SIGKILL)
+    slurm_partitions.reset()
 
 
 def utc(timestamp: int) -> str:

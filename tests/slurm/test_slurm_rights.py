@@ -167,19 +167,6 @@ def test_a_session_for_an_owner_slurm_does_not_know_ends_alone(slurm_partitions,
 
 # --- a real daemon ------------------------------------------------------------------------------
 
-CONFIG = """
-[bridge]
-socket = "bridge.sock"
-state_dir = "state"
-[policy]
-interval = 0.5
-fair_start = 3
-[placement]
-poll_interval = 1
-[adapter]
-kind = "slurm"
-"""
-
 
 class Daemon(daemons.Daemon):
     """``coorm-bridge serve`` whose Slurm commands run as ``account`` (wrappers on its PATH);
@@ -194,12 +181,8 @@ class Daemon(daemons.Daemon):
             script = wrappers / command
             script.write_text(f'#!/bin/sh\nexec {" ".join(as_account(account))} {real} "$@"\n')
             script.chmod(0o755)
-        clusters = "".join(
-            f'[[adapter.cluster]]\nname = "{c}"\nslurm_conf = "{slurm.confs[c]}"\n'
-            for c in slurm.clusters
-        )
         env = {**os.environ, "PATH": f"{wrappers}{os.pathsep}{os.environ['PATH']}"}
-        super().__init__(folder, CONFIG + clusters, env=env)
+        super().__init__(folder, daemons.slurm_config(slurm, partitions=False), env=env)
 
     def client(self, token: str | None = None) -> BridgeClient:
         if self.process is None:
