@@ -56,7 +56,7 @@ class Site(sites.Site):
         super().__init__(tmp_path, adapter=Denying, policy={"fair_start": 5}, placement=placement)
         self.adapter.denied = denied
         self.adapter.checks = 0
-        self.bridge.check_rights()  # as the loop does before serving
+        self.loop.check_rights()  # as the loop does before serving
 
 
 def rights_metric(service: Service) -> dict[str, float]:
