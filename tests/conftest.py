@@ -57,17 +57,17 @@ GROUPS = (
 )
 
 
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    for item in items:
-        if item.get_closest_marker("xdist_group") is not None:
-            continue
-        used = set(getattr(item, "fixturenames", ()))
-        marks = {mark.name for mark in item.iter_markers()}
-        for group, fixtures in GROUPS:
-            if used & fixtures or group in marks:
-                item.add_marker(pytest.mark.xdist_group(group))
-                break
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Each test's xdist group, as soon as it is collected: xdist reads the groups in its own
+    ``pytest_collection_modifyitems``, which in a worker runs before this file's would."""
+    if item.get_closest_marker("xdist_group") is not None:
+        return
+    used = set(getattr(item, "fixturenames", ()))
+    marks = {mark.name for mark in item.iter_markers()}
+    for group, fixtures in GROUPS:
+        if used & fixtures or group in marks:
+            item.add_marker(pytest.mark.xdist_group(group))
+            return
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:

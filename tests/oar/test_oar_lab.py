@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import re
 import subprocess
+import tempfile
 from collections import defaultdict
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -109,9 +110,10 @@ def test_resources_alive_per_cluster_and_host(oar: OarInstance) -> None:
     assert len(cpus) == sum(len(n) for n in oar.nodes.values())
 
 
-def test_a_second_instance_is_refused(oar: OarInstance, tmp_path: Path) -> None:
+def test_a_second_instance_is_refused(oar: OarInstance) -> None:
     """/etc/oar/oar.conf is machine-wide: `up` refuses (exit 5) while an instance runs."""
-    second = tmp_path / "second"
+    # A short BASE, as the script asks (a test's tmp_path is too long under xdist), never made.
+    second = Path(tempfile.gettempdir()) / f"coorm-oar-second-{os.getpid()}"
     proc = subprocess.run(
         ["bash", str(SCRIPT), "up"],
         env={**os.environ, "PATH": SBIN_PATH, "BASE": str(second), "PGPORT": "45432"},
