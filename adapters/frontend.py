@@ -45,7 +45,7 @@ class Launched(Frozen):
     another process after this one ended is never taken for it; None where unknown."""
 
 
-class Outcome(Frozen):
+class ProcessEnd(Frozen):
     """How a process ended: its exit status, or the signal that killed it, or neither when
     that is not known (then ``reason`` says why)."""
 
@@ -85,7 +85,7 @@ class FrontEnd(ABC):
         record its answer, if it started (None: it did not, and never will)."""
 
     @abstractmethod
-    def outcome(self, job: str, launched: Launched) -> Outcome | None:
+    def outcome(self, job: str, launched: Launched) -> ProcessEnd | None:
         """How the process ended, or None while it runs; never waits."""
 
     @abstractmethod
@@ -94,6 +94,6 @@ class FrontEnd(ABC):
         ``force``, SIGKILL now. Stopping one that already ended does nothing."""
 
     @abstractmethod
-    def ended(self, cluster: str, batch_job: str, outcome: Outcome) -> None:
+    def ended(self, cluster: str, batch_job: str, outcome: ProcessEnd) -> None:
         """Tell the batch system that its job ``batch_job`` on ``cluster`` ended with its
         process (completed when it exited 0, else failed); one it already ended is left as is."""

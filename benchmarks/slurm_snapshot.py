@@ -44,7 +44,7 @@ from pathlib import Path
 from coorm_bridge.adapters.batch.runner import LocalRunner
 from coorm_bridge.adapters.slurm import commands
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.parse import parse_squeue
 from coorm_bridge.adapters.slurm.parse_text import jobs_in, parse_squeue_text
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
@@ -225,7 +225,7 @@ def end_to_end(args: argparse.Namespace) -> None:
         settle(slurm, args.jobs)
         conf = Path(slurm.env["SLURM_CONF"])
         clusters = tuple(SlurmCluster(name=p, partition=p, slurm_conf=conf) for p in PARTITIONS)
-        adapter = SlurmAdapter(SlurmSettings(clusters=clusters), CliBackend(LocalRunner()))
+        adapter = SlurmAdapter(SlurmSettings(clusters=clusters), SlurmCliBackend(LocalRunner()))
         shots = []
         times = timed(args.runs, lambda: shots.append(adapter.snapshot()))
         shot = shots[-1]

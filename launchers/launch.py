@@ -4,7 +4,7 @@
 executable files there: a typo would otherwise fail every job once the hosts are held) and
 builds its selector without contacting the bridge: exit status 0 when the file is usable, 2 with
 one line naming the file and the key when it is not; a launch checks the same first. Without
-it, the launch loop (:mod:`.loop`) runs: exit status 0 when every component succeeded, 1 when
+it, the launch loop (:mod:`.session`) runs: exit status 0 when every component succeeded, 1 when
 the run failed (a component, or the bridge ended the session), 2 for a bad file, 130 when
 interrupted.
 
@@ -121,8 +121,8 @@ def _selector(app: AppSpec, path: Path) -> Selector:
 def _launch(app: AppSpec, selector: Selector, args: Any) -> int:
     from coorm_bridge.launchers.client import BridgeClient, BridgeError  # noqa: PLC0415
     from coorm_bridge.launchers.display import make_display  # noqa: PLC0415
-    from coorm_bridge.launchers.loop import Launch  # noqa: PLC0415
     from coorm_bridge.launchers.selection import Selection  # noqa: PLC0415
+    from coorm_bridge.launchers.session import Launch  # noqa: PLC0415
 
     def connect(**options: Any) -> BridgeClient:
         return BridgeClient(args.url, token=args.token, verify=args.ca, **options)

@@ -97,7 +97,7 @@ class JobPlan:
 
 
 @dataclass
-class JobRecord:
+class ClusterJob:
     """What ``jobs.json`` keeps of one cluster's job."""
 
     component: str
@@ -114,7 +114,7 @@ class RunDirectory:
 
     path: Path
     plans: list[JobPlan]
-    records: dict[str, JobRecord] = field(default_factory=dict)
+    records: dict[str, ClusterJob] = field(default_factory=dict)
 
     @property
     def run_json(self) -> Path:
@@ -219,7 +219,7 @@ def prepare(
     _write(folder / "run.json", json.dumps(run, indent=2) + "\n")
     directory = RunDirectory(folder, plans)
     directory.records = {
-        plan.cluster: JobRecord(plan.component, kinds[plan.cluster]) for plan in plans
+        plan.cluster: ClusterJob(plan.component, kinds[plan.cluster]) for plan in plans
     }
     return directory
 

@@ -212,7 +212,7 @@ def test_coorm_launch_starts_without_the_heavy_modules():
     daemon = {"fastapi", "uvicorn", "starlette", "apscheduler", "sqlite3", "prometheus_client"}
     loaded = {name.split(".")[0] for name in loaded_by("import coorm_bridge.launchers.launch")}
     assert not loaded & (daemon | {"numpy", "rich", "requests", "paramiko"})
-    loaded = {name.split(".")[0] for name in loaded_by("import coorm_bridge.launchers.loop")}
+    loaded = {name.split(".")[0] for name in loaded_by("import coorm_bridge.launchers.session")}
     assert not loaded & (daemon | {"paramiko", "numpy"})
-    loop = loaded_by("import coorm_bridge.launchers.loop")
+    loop = loaded_by("import coorm_bridge.launchers.session")
     assert not {"coorm_bridge.adapters.slurm", "coorm_bridge.adapters.oar"} & loop

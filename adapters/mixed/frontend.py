@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from coorm_bridge.adapters.frontend import FrontEnd, Launched, Outcome, ProcessSpec
+from coorm_bridge.adapters.frontend import FrontEnd, Launched, ProcessEnd, ProcessSpec
 from coorm_bridge.core.batch import AdapterError, JobSpec
 
 
@@ -37,13 +37,13 @@ class ConfinedFrontEnd(FrontEnd):
     def recover(self, job: str) -> Launched | None:
         return self.front.recover(job)
 
-    def outcome(self, job: str, launched: Launched) -> Outcome | None:
+    def outcome(self, job: str, launched: Launched) -> ProcessEnd | None:
         return self.front.outcome(job, launched)
 
     def stop(self, job: str, launched: Launched, *, force: bool = False) -> None:
         self.front.stop(job, launched, force=force)
 
-    def ended(self, cluster: str, batch_job: str, outcome: Outcome) -> None:
+    def ended(self, cluster: str, batch_job: str, outcome: ProcessEnd) -> None:
         self._check(cluster)
         self.front.ended(cluster, batch_job, outcome)
 

@@ -28,7 +28,7 @@ import threading
 from collections.abc import Callable
 from pathlib import Path
 
-from coorm_bridge.adapters.frontend import FrontEnd, Launched, Outcome, ProcessSpec
+from coorm_bridge.adapters.frontend import FrontEnd, Launched, ProcessEnd, ProcessSpec
 from coorm_bridge.batchsim import RUNTIME_KEY
 from coorm_bridge.core.batch import AdapterError, JobSpec, JobState
 from coorm_bridge.core.model import MAX_DURATION
@@ -161,7 +161,7 @@ class ProcessFrontEnd(FrontEnd):
             return None
         return Launched(pid=pid, since=since)
 
-    def outcome(self, job: str, launched: Launched) -> Outcome | None:
+    def outcome(self, job: str, launched: Launched) -> ProcessEnd | None:
         with self._lock:
             child = self._children.get(job)
             if child is not None:
@@ -184,7 +184,7 @@ class ProcessFrontEnd(FrontEnd):
             _signal(-group, signal.SIGKILL)
         _signal(-launched.pid, signal.SIGKILL)
 
-    def ended(self, cluster: str, batch_job: str, outcome: Outcome) -> None:
+    def ended(self, cluster: str, batch_job: str, outcome: ProcessEnd) -> None:
         state = JobState.COMPLETED if outcome.succeeded else JobState.FAILED
         self._end(cluster, batch_job, state)
 
@@ -206,17 +206,17 @@ class ProcessFrontEnd(FrontEnd):
             return True
         return started_at(launched.pid) == launched.since
 
-    def _status(self, job: str, code: int | None) -> Outcome:
+    def _status(self, job: str, code: int | None) -> ProcessEnd:
         """What the supervisor wrote; when it wrote nothing, why that is."""
         try:
-            return Outcome.model_validate_json((self.folder / job / "status.json").read_text())
+            return ProcessEnd.model_validate_json((self.folder / job / "status.json").read_text())
         except (OSError, ValueError):
             pass
         if code is not None and code < 0:
             why = f"its supervisor was killed by signal {-code} before the job's status was known"
         else:
             why = "its process was gone, with no exit status (the machine restarted?)"
-        return Outcome(reason=why)
+        return ProcessEnd(reason=why)
 
     def _job_group(self, job: str) -> int | None:
         try:

@@ -48,7 +48,7 @@ class OarBackend(Backend[OarBinding]):
     @abstractmethod
     def whole(
         self, binding: OarBinding, now: int
-    ) -> tuple[list[parse.Resource], list[parse.JobRecord]]:
+    ) -> tuple[list[parse.Resource], list[parse.OarJob]]:
         """The server's resources and every job placed from ``now`` to the horizon."""
 
     @abstractmethod
@@ -65,17 +65,17 @@ class OarBackend(Backend[OarBinding]):
         """``job`` into the container job ``container``, as ``job.user``; its job id."""
 
     @abstractmethod
-    def delete_job(self, job: parse.JobRecord) -> None:
+    def delete_job(self, job: parse.OarJob) -> None:
         """Delete a job (one already gone is no error)."""
 
     @abstractmethod
-    def job(self, job_id: str) -> parse.JobRecord | None:
+    def job(self, job_id: str) -> parse.OarJob | None:
         """One job, finished or not (None: OAR does not know it)."""
 
     def notify(self) -> None:
         """Ask OAR's scheduler for a pass now; by default it cannot be asked (see :meth:`nudge`)."""
 
-    def nudge(self, jobs: Sequence[parse.JobRecord], now: int) -> None:
+    def nudge(self, jobs: Sequence[parse.OarJob], now: int) -> None:
         """Ask for a scheduler pass when OAR is late for the bridge: a container whose start has
         come and not begun, or a job waiting in a container that has. Almighty runs its
         scheduler on a submission or deletion, else only every 60 s (hard-coded): a container
@@ -103,7 +103,7 @@ class OarBackend(Backend[OarBinding]):
         except (BatchFailure, AdapterError) as failure:
             log.info("OAR's scheduler could not be asked for a pass: %s", failure)
 
-    def extend(self, job: parse.JobRecord, seconds: int) -> None:
+    def extend(self, job: parse.OarJob, seconds: int) -> None:
         """Change a running job's walltime; by default OAR cannot be asked."""
         raise BatchFailure("other", f"OAR job {job.id}: its walltime cannot be changed this way")
 
@@ -169,7 +169,7 @@ class OarBackend(Backend[OarBinding]):
 
     def held(
         self, binding: OarBinding, name: str, now: int
-    ) -> list[tuple[parse.JobRecord, Reservation]]:
+    ) -> list[tuple[parse.OarJob, Reservation]]:
         """The live containers named ``name`` on this cluster, oldest first."""
         resources, jobs = self.whole(binding, now)
         host_of = parse.host_names(parse.in_cluster(resources, binding))

@@ -60,7 +60,7 @@ class OarCliBackend(OarBackend):
 
     def whole(
         self, binding: OarBinding, now: int
-    ) -> tuple[list[parse.Resource], list[parse.JobRecord]]:
+    ) -> tuple[list[parse.Resource], list[parse.OarJob]]:
         data = self._json(commands.gantt(max(0, now - 1), now + self.horizon))
         return parse.gantt(data, binding)
 
@@ -78,14 +78,14 @@ class OarCliBackend(OarBackend):
         argv = commands.submit_inner(binding, job, container, self._as(job.user))
         return commands.created_job_id(self._run(argv).stdout)
 
-    def delete_job(self, job: parse.JobRecord) -> None:
+    def delete_job(self, job: parse.OarJob) -> None:
         try:
             self._run(commands.delete_job(job.id, self._as(job.owner or self.identity)))
         except BatchFailure as failure:
             if failure.kind != "no_such_job":
                 raise
 
-    def job(self, job_id: str) -> parse.JobRecord | None:
+    def job(self, job_id: str) -> parse.OarJob | None:
         argv = commands.show_job(job_id)
         try:
             done = self._run(argv)
@@ -105,7 +105,7 @@ class OarCliBackend(OarBackend):
         account cannot; the containers then start at Almighty's own pace)."""
         self._run(commands.notify_scheduler())
 
-    def extend(self, job: parse.JobRecord, seconds: int) -> None:
+    def extend(self, job: parse.OarJob, seconds: int) -> None:
         """``oarwalltime``: OAR applies it at its next pass, if enabled and the hosts are free."""
         argv = commands.change_walltime(job.id, seconds, self._as(job.owner or self.identity))
         self._run(argv)

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from coorm_bridge.adapters.oar.parse import JobRecord
+from coorm_bridge.adapters.oar.parse import OarJob
 
 #: Jobs OAR's last scheduler pass placed in the window (its predictions, ``planned`` 1), then
 #: jobs that run, or ran, in the window (their assigned resources, ``planned`` 0).
@@ -61,7 +61,7 @@ def query(begin: int, end: int) -> str:
     return GANTT.format(begin=int(begin), end=int(end))
 
 
-def records(rows: Iterable[Mapping[str, Any]]) -> list[JobRecord]:
+def records(rows: Iterable[Mapping[str, Any]]) -> list[OarJob]:
     """Each job once, from its rows: OAR's prediction where it has one (as ``oarstat --gantt``,
     a job planned and running is taken from the Gantt), else its assignment."""
     planned: dict[str, _Rows] = {}
@@ -90,11 +90,11 @@ class _Rows:
         if row.get("type"):
             self.types[str(row["type"])] = None
 
-    def record(self, job_id: str) -> JobRecord:
+    def record(self, job_id: str) -> OarJob:
         raw = self.first
         start, walltime = _number(raw.get("start_time")), _number(raw.get("walltime"))
         exit_code = raw.get("exit_code")
-        return JobRecord(
+        return OarJob(
             id=job_id,
             name=None if raw.get("job_name") is None else str(raw["job_name"]),
             owner=str(raw.get("job_user") or ""),

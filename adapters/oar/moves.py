@@ -40,7 +40,7 @@ class Writes(Protocol):
 
     def held(
         self, binding: OarBinding, name: str, now: int
-    ) -> list[tuple[parse.JobRecord, Reservation]]:
+    ) -> list[tuple[parse.OarJob, Reservation]]:
         """The live containers named ``name`` on the cluster, oldest first."""
         ...
 
@@ -48,9 +48,9 @@ class Writes(Protocol):
 
     def submit_reservation(self, binding: OarBinding, spec: ReservationSpec) -> str: ...
 
-    def delete_job(self, job: parse.JobRecord) -> None: ...
+    def delete_job(self, job: parse.OarJob) -> None: ...
 
-    def extend(self, job: parse.JobRecord, seconds: int) -> None: ...
+    def extend(self, job: parse.OarJob, seconds: int) -> None: ...
 
 
 #: Seconds to wait for OAR to end a deleted reservation (it does so at its next pass).
@@ -95,7 +95,7 @@ class Mover:
         self._resubmit(binding, spec, job, current)
 
     def _resubmit(
-        self, binding: OarBinding, spec: ReservationSpec, job: parse.JobRecord, current: Reservation
+        self, binding: OarBinding, spec: ReservationSpec, job: parse.OarJob, current: Reservation
     ) -> None:
         try:
             self.writes.submit_reservation(binding, spec)

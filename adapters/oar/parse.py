@@ -58,7 +58,7 @@ class Resource:
 
 
 @dataclass(frozen=True)
-class JobRecord:
+class OarJob:
     """One OAR job as both the commands and the REST API describe it."""
 
     id: str
@@ -196,14 +196,14 @@ def _exit_code(raw: Mapping[str, Any]) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def gantt_record(raw: Mapping[str, Any]) -> JobRecord:
+def gantt_record(raw: Mapping[str, Any]) -> OarJob:
     """One job of ``oarstat -J --gantt``: OAR's Gantt (``start_time`` is the prediction of a
     waiting job); its lists repeat once per joined row, and it has no reservation flag (the
     bridge's placeholders are told by their ``container`` type)."""
     job_id = str(raw.get("job_id", ""))
     if not job_id.isdigit():
         raise ValueError(f"an OAR job without an id: {str(raw)[:200]}")
-    return JobRecord(
+    return OarJob(
         id=job_id,
         name=None if raw.get("job_name") is None else str(raw["job_name"]),
         owner=str(raw.get("user") or ""),
@@ -218,7 +218,7 @@ def gantt_record(raw: Mapping[str, Any]) -> JobRecord:
     )
 
 
-def record(raw: Mapping[str, Any]) -> JobRecord:
+def record(raw: Mapping[str, Any]) -> OarJob:
     """One job of ``oarstat -J [-f]`` or of the REST API's ``/jobs/details``: a running job's
     start is ``start_time``, a waiting one's prediction ``scheduled_start`` (a reservation's,
     its ``start_time`` too)."""
@@ -234,7 +234,7 @@ def record(raw: Mapping[str, Any]) -> JobRecord:
     for node in raw.get("nodes") or ():
         if isinstance(node, Mapping) and node.get("network_address"):
             addresses.append(str(node["network_address"]))
-    return JobRecord(
+    return OarJob(
         id=job_id,
         name=None if raw.get("name") is None else str(raw["name"]),
         owner=str(raw.get("owner") or raw.get("job_user") or ""),
@@ -250,7 +250,7 @@ def record(raw: Mapping[str, Any]) -> JobRecord:
     )
 
 
-def reservation_name(job: JobRecord) -> str:
+def reservation_name(job: OarJob) -> str:
     """The bridge's name of a placeholder (its job name) or ``oar-ID`` for any other
     reservation (a job name is the owner's free text, and need not be a valid name)."""
     if "container" in job.types and job.name and NAME_PATTERN.fullmatch(job.name):
@@ -258,7 +258,7 @@ def reservation_name(job: JobRecord) -> str:
     return f"oar-{job.id}"
 
 
-def hosts_of(job: JobRecord, host_of: Mapping[str, str]) -> tuple[str, ...]:
+def hosts_of(job: OarJob, host_of: Mapping[str, str]) -> tuple[str, ...]:
     """The hosts of one cluster (``host_of``: its addresses to host names) a job is on."""
     return tuple(sorted({host_of[a] for a in job.addresses if a in host_of}))
 
@@ -272,7 +272,7 @@ def host_names(resources: Iterable[Resource]) -> dict[str, str]:
     return found
 
 
-def held(job: JobRecord, host_of: Mapping[str, str]) -> Reservation | None:
+def held(job: OarJob, host_of: Mapping[str, str]) -> Reservation | None:
     """A live reservation or container as the hosts of one cluster it holds (None: none)."""
     hosts = hosts_of(job, host_of)
     if not (job.is_reservation and job.state in LIVE and hosts and job.start is not None):
@@ -295,7 +295,7 @@ def held(job: JobRecord, host_of: Mapping[str, str]) -> Reservation | None:
 def cluster_read(
     binding: OarBinding,
     resources: Sequence[Resource],
-    jobs: Iterable[JobRecord],
+    jobs: Iterable[OarJob],
     now: int,
 ) -> Read:
     """One cluster's nodes, jobs and reservations out of the whole server's answers."""
@@ -332,7 +332,7 @@ def cluster_read(
     return nodes(mine, now), out_jobs, reservations
 
 
-def gantt(data: Any, binding: OarBinding) -> tuple[list[Resource], list[JobRecord]]:
+def gantt(data: Any, binding: OarBinding) -> tuple[list[Resource], list[OarJob]]:
     """``oarstat -J --gantt``: every resource and every job placed in the window."""
     if not isinstance(data, Mapping):
         raise ValueError(f"oarstat --gantt printed {type(data).__name__}, not an object")

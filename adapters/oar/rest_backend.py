@@ -167,7 +167,7 @@ class OarRestBackend(OarBackend):
 
     def whole(
         self, binding: OarBinding, now: int
-    ) -> tuple[list[parse.Resource], list[parse.JobRecord]]:
+    ) -> tuple[list[parse.Resource], list[parse.OarJob]]:
         resources = self.resources(binding)
         begin, end = max(0, now - 1), now + self.horizon
         if self.sql:
@@ -226,7 +226,7 @@ class OarRestBackend(OarBackend):
         }
         return self._post(body, job.user)
 
-    def delete_job(self, job: parse.JobRecord) -> None:
+    def delete_job(self, job: parse.OarJob) -> None:
         path = f"jobs/{commands.check_job_id(job.id)}.json"
         response = self._call("DELETE", path, user=job.owner or self.reader)
         if response.status_code in (200, 202) or response.status_code == 404:
@@ -235,7 +235,7 @@ class OarRestBackend(OarBackend):
         if failure.kind != "no_such_job":
             raise failure
 
-    def job(self, job_id: str) -> parse.JobRecord | None:
+    def job(self, job_id: str) -> parse.OarJob | None:
         path = f"jobs/{commands.check_job_id(job_id)}.json"
         response = self._call("GET", path, user=self.reader)
         if response.status_code == 404:

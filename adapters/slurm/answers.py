@@ -63,7 +63,7 @@ def parse_job_id(stdout: str) -> str:
     return match.group(1)
 
 
-class JobRecord(NamedTuple):
+class ShownJob(NamedTuple):
     """What ``scontrol -o show job`` tells of one job: its state, its exit status once it
     finished (a signal counts as 128 + its number, as a shell reports it), and its start."""
 
@@ -75,7 +75,7 @@ class JobRecord(NamedTuple):
 _EXIT: Final = re.compile(r"^([0-9]{1,3}):([0-9]{1,3})$")
 
 
-def parse_job(stdout: str) -> JobRecord:
+def parse_job(stdout: str) -> ShownJob:
     """One job of ``scontrol -o show job ID`` (run with :data:`.commands.ENV`); ValueError when
     the answer holds no job (a ``CLUSTER:`` line before it, with -M, is skipped)."""
     line = next((ln for ln in stdout.splitlines() if ln.lstrip().startswith("JobId=")), None)
@@ -93,7 +93,7 @@ def parse_job(stdout: str) -> JobRecord:
         start = parse_time(start_text) if state is not JobState.PENDING else None
     except ValueError:
         start = None  # "Unknown", "None"
-    return JobRecord(state, exit_code, start)
+    return ShownJob(state, exit_code, start)
 
 
 def node_address(stdout: str) -> str | None:

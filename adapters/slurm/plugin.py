@@ -7,7 +7,7 @@ from coorm_bridge.adapters.batch.runner import make_runner
 from coorm_bridge.adapters.registry import AdapterContext, AdapterPlugin
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.pyslurm_backend import PyslurmBackend
 from coorm_bridge.adapters.slurm.rest_backend import RestBackend
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
@@ -15,7 +15,7 @@ from coorm_bridge.core.batch import AdapterError
 
 
 def make_backend(settings: SlurmSettings) -> Backend[SlurmBinding]:
-    cli = CliBackend(make_runner(settings.ssh), timeout=settings.timeout)
+    cli = SlurmCliBackend(make_runner(settings.ssh), timeout=settings.timeout)
     if settings.backend == "cli":
         return cli
     if settings.backend == "rest":

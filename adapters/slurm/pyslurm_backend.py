@@ -1,5 +1,5 @@
 """The pyslurm back-end: reads through libslurm (pyslurm 22.5's ``job``, ``node`` and
-``reservation`` classes), writes through the commands (a :class:`.CliBackend`).
+``reservation`` classes), writes through the commands (a :class:`.SlurmCliBackend`).
 
 Optional and never required: pyslurm is imported only when asked for, and only a pyslurm whose
 major.minor is the running Slurm's is accepted (PyPI has 25.11, which refuses Slurm 22.05 with
@@ -24,7 +24,7 @@ from typing import Any
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware
 from coorm_bridge.adapters.slurm import answers, parse
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.hardware import hardware_of
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 from coorm_bridge.core.batch import AdapterError, Job, JobSpec, JobState, Node, Reservation
@@ -91,7 +91,7 @@ def pyslurm_status() -> tuple[bool, str]:
 class PyslurmBackend(Backend[SlurmBinding]):
     """Reads with pyslurm (one controller: the process's SLURM_CONF), writes with ``cli``."""
 
-    def __init__(self, settings: SlurmSettings, cli: CliBackend) -> None:
+    def __init__(self, settings: SlurmSettings, cli: SlurmCliBackend) -> None:
         here = os.environ.get("SLURM_CONF")
         problems = ["[adapter.ssh] is set: pyslurm reads this host's Slurm"] if settings.ssh else []
         for c in settings.clusters:

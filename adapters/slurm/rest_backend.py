@@ -14,7 +14,7 @@ in :data:`DIALECTS` is used (22.05: v0.0.38 or v0.0.37, whose jobs and nodes hav
 ``squeue``/``sinfo --json``, read by :mod:`.parse`). A newer version is one more :class:`Dialect`
 once its answers are checked against the parsers (they read the v0.0.39+ shapes already).
 
-Writes go to the given :class:`.CliBackend`: the REST API before v0.0.43 cannot write
+Writes go to the given :class:`.SlurmCliBackend`: the REST API before v0.0.43 cannot write
 reservations, and sbatch/scancel keep the semantics the bridge relies on. ``job_state`` is a read
 of ``job/{id}``, but for array tasks (``12_3``: 22.05 reads the whole array), left to the commands.
 

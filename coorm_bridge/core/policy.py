@@ -65,7 +65,7 @@ class Application(Frozen):
 
 
 @dataclass(frozen=True, slots=True)
-class Outcome:
+class Decision:
     """What one pass decided for one application."""
 
     state: AppState
@@ -91,7 +91,7 @@ class Counters:
 @dataclass(frozen=True)
 class Plan:
     now: int
-    outcomes: dict[str, Outcome]
+    outcomes: dict[str, Decision]
     to_start: tuple[str, ...]
     """Applications whose request starts now, in priority order."""
     changed: tuple[str, ...]
@@ -205,7 +205,7 @@ class Policy:
                 changed.append(app.id)
                 if entry.views.add(entry.view, seen):
                     self.counters.computed_configurations += 1
-            outcomes[app.id] = Outcome(new_state, entry.start, view_changed=view_changed)
+            outcomes[app.id] = Decision(new_state, entry.start, view_changed=view_changed)
             memo[app.id] = entry
         self._memo = memo
         self.counters.passes += 1
@@ -226,9 +226,9 @@ class Policy:
 
     def _settle_holders(
         self, table: list[Application], now: int
-    ) -> tuple[dict[str, Outcome], list[Application], list[str]]:
+    ) -> tuple[dict[str, Decision], list[Application], list[str]]:
         """Steps 1-2 of the slides: done becomes ghost, expired ghosts finish; who still holds."""
-        outcomes: dict[str, Outcome] = {}
+        outcomes: dict[str, Decision] = {}
         holding: list[Application] = []
         expired: list[str] = []
         for app in table:
@@ -238,13 +238,13 @@ class Policy:
             started = app.state is AppState.STARTED
             if hold_until > now:
                 held = AppState.STARTED if started else AppState.GHOST
-                outcomes[app.id] = Outcome(transition(app.state, held), hold_until=hold_until)
+                outcomes[app.id] = Decision(transition(app.state, held), hold_until=hold_until)
                 holding.append(app)
             elif started:
                 expired.append(app.id)
-                outcomes[app.id] = Outcome(AppState.STARTED, hold_until=hold_until)
+                outcomes[app.id] = Decision(AppState.STARTED, hold_until=hold_until)
             else:
-                outcomes[app.id] = Outcome(transition(app.state, AppState.FINISHED))
+                outcomes[app.id] = Decision(transition(app.state, AppState.FINISHED))
         return outcomes, holding, expired
 
     @staticmethod
@@ -349,7 +349,7 @@ def _view_changed(
 __all__ = [
     "Application",
     "Counters",
-    "Outcome",
+    "Decision",
     "Plan",
     "Policy",
     "PolicyConfig",

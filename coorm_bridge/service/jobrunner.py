@@ -24,7 +24,7 @@ import time
 from typing import Any, Final
 
 from coorm_bridge.adapters.base import Adapter
-from coorm_bridge.adapters.frontend import FrontEnd, Launched, Outcome, ProcessSpec
+from coorm_bridge.adapters.frontend import FrontEnd, Launched, ProcessEnd, ProcessSpec
 from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Unavailable
 from coorm_bridge.core.states import AppState
 from coorm_bridge.store import JobRow, Store
@@ -262,7 +262,7 @@ class JobRunner:
         runs (its process could not), cancelled when it waits."""
         state = self.adapter.job_state(cluster, batch_job)
         if state is JobState.RUNNING:
-            front.ended(cluster, batch_job, Outcome(reason=why))
+            front.ended(cluster, batch_job, ProcessEnd(reason=why))
         elif not state.finished:
             self.adapter.cancel(cluster, batch_job)
 

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 
 from coorm_bridge.sim.experiment import EXPERIMENTS, Experiment, experiment
 from coorm_bridge.sim.progress import failure_line, reporter_for
-from coorm_bridge.sim.runners import LocalRunner, Runner, default_jobs
+from coorm_bridge.sim.runners import LocalSweep, SweepRunner, default_jobs
 from coorm_bridge.sim.slurm import RunnerUnavailable, SlurmOptions, SlurmRunner
 from coorm_bridge.sim.store import StoreError
 from coorm_bridge.sim.sweep import sweep
@@ -115,10 +115,10 @@ def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, Experime
     return parser, built
 
 
-def make_runner(args: argparse.Namespace, directory: Path) -> Runner:
+def make_runner(args: argparse.Namespace, directory: Path) -> SweepRunner:
     """The local or the Slurm runner, from the command line."""
     if args.executor == "local":
-        return LocalRunner(args.jobs or default_jobs())
+        return LocalSweep(args.jobs or default_jobs())
     try:
         options = SlurmOptions(
             folder=args.slurm_folder or directory / "slurm",

@@ -41,7 +41,7 @@ _DONE, _ARRIVAL, _ANSWER = range(3)
 
 
 @dataclass
-class Outcome:
+class AppLife:
     """One application's life in a run."""
 
     id: str
@@ -59,7 +59,7 @@ class Outcome:
 class RunResult:
     """What one run measured."""
 
-    outcomes: list[Outcome]
+    outcomes: list[AppLife]
     computed_configurations: int
     cpu_policy_s: float
     cpu_selectors_s: float
@@ -83,7 +83,7 @@ class _Launcher:
 
     app: SimApp
     memo: Memoized
-    outcome: Outcome
+    outcome: AppLife
     view: dict[str, Profile] = field(default_factory=dict)
     sent: dict[str, Profile] = field(default_factory=dict)
     """The view as the bridge last sent it (what the next change event is relative to)."""
@@ -133,7 +133,7 @@ class Engine:
         for order, app in enumerate(self.apps):
             self._push(app.arrival, _ARRIVAL, app.id)
             self._launchers[app.id] = _Launcher(
-                app, Memoized(app.selector), Outcome(app.id, app.kind.value, app.arrival)
+                app, Memoized(app.selector), AppLife(app.id, app.kind.value, app.arrival)
             )
             self._orders[app.id] = order
         while True:

@@ -27,7 +27,7 @@ from coorm_bridge.batchsim import PlatformSpec
 from coorm_bridge.core.model import Request
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.launchers.selectors.moldable import Moldable
-from coorm_bridge.sim.engine import Outcome
+from coorm_bridge.sim.engine import AppLife
 from coorm_bridge.sim.resources import infos, interconnect
 from coorm_bridge.sim.workload import Kind, SimApp
 
@@ -41,7 +41,7 @@ def _json(value: object) -> str:
 
 @dataclass
 class BaselineResult:
-    outcomes: list[Outcome]
+    outcomes: list[AppLife]
     computed_configurations: int
     cpu_schedule_s: float
     messages: int
@@ -60,7 +60,7 @@ class OarSim:
         self.names = {spec.name: spec.host_names() for spec in platform.clusters}
         self.apps = {app.id: app for app in apps}
         self.interval = interval
-        self.outcomes = {app.id: Outcome(app.id, app.kind.value, app.arrival) for app in apps}
+        self.outcomes = {app.id: AppLife(app.id, app.kind.value, app.arrival) for app in apps}
         self.waiting: list[str] = []
         self.listed: dict[str, int] = {}
         """Configurations each job listed: what the scheduler computes for it at every pass."""

@@ -12,7 +12,7 @@ from typing import Protocol, TextIO
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from coorm_bridge.sim.runners import Outcome
+from coorm_bridge.sim.runners import RunStatus
 
 
 class Reporter(Protocol):
@@ -21,14 +21,14 @@ class Reporter(Protocol):
     def start(self, total: int, stored: int) -> None:
         """``total`` runs planned, ``stored`` of them already done by an earlier sweep."""
 
-    def finished(self, outcome: Outcome) -> None:
+    def finished(self, outcome: RunStatus) -> None:
         """One run ended."""
 
     def close(self) -> None:
         """The sweep ended (or was interrupted)."""
 
 
-def failure_line(outcome: Outcome) -> str:
+def failure_line(outcome: RunStatus) -> str:
     """One line on a failed run: which spec, what error, where its traceback is."""
     where = f" (traceback: {outcome.log})" if outcome.log else ""
     return f"run failed: {outcome.key}: {outcome.error}{where}"
@@ -47,7 +47,7 @@ class LogReporter:
         self.shown = stored
         self._say(f"{total} runs, {stored} already stored, {total - stored} to do")
 
-    def finished(self, outcome: Outcome) -> None:
+    def finished(self, outcome: RunStatus) -> None:
         """See :class:`Reporter`."""
         self.ended += 1
         if outcome.error is not None:
@@ -88,7 +88,7 @@ class BarReporter:
         self.bar.update(self.task, total=total, completed=stored)
         self.bar.start()
 
-    def finished(self, outcome: Outcome) -> None:
+    def finished(self, outcome: RunStatus) -> None:
         """See :class:`Reporter`."""
         if outcome.error is not None:
             self.failed += 1

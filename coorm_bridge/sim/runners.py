@@ -2,7 +2,7 @@
 
 Whatever process does a run also stores it (:class:`~.store.RunStore`): a pool worker or a Slurm
 array task that finished a run has kept it even if the sweep that asked for it is then killed.
-The sweep learns of each run through an :class:`Outcome`, small enough to pickle back.
+The sweep learns of each run through a :class:`RunStatus`, small enough to pickle back.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from coorm_bridge.sim.experiment import RunSpec
 from coorm_bridge.sim.store import RUN_COLUMN, RunStore
 
 
-class Outcome(Frozen):
+class RunStatus(Frozen):
     """How one run ended: ``error`` is None if its rows are stored."""
 
     key: str
@@ -33,24 +33,24 @@ class Outcome(Frozen):
 
 
 #: Called by a runner once per run, in the sweep's process, as runs finish.
-Done = Callable[[Outcome], None]
+Done = Callable[[RunStatus], None]
 
 
-class Runner(Protocol):
+class SweepRunner(Protocol):
     """Somewhere to do runs: the local cores, a Slurm job array."""
 
     def run(self, specs: Sequence[RunSpec], directory: Path, done: Done) -> None:
         """Do every spec, storing each under ``directory``; report each through ``done``."""
 
 
-def run_batch(specs: Sequence[RunSpec], directory: str) -> list[Outcome]:
+def run_batch(specs: Sequence[RunSpec], directory: str) -> list[RunStatus]:
     """Do and store ``specs`` one after the other; a run that raises is reported, not fatal to
     the batch. Module-level so that pool workers and Slurm tasks can unpickle it."""
     store = RunStore(Path(directory))
     return [_run_one(spec, store) for spec in specs]
 
 
-def _run_one(spec: RunSpec, store: RunStore) -> Outcome:
+def _run_one(spec: RunSpec, store: RunStore) -> RunStatus:
     try:
         rows = experiment.execute(spec)
         if any(RUN_COLUMN in row for row in rows):
@@ -62,8 +62,8 @@ def _run_one(spec: RunSpec, store: RunStore) -> Outcome:
             log: str | None = str(store.save_error(spec, trace))
         except OSError:
             log = None
-        return Outcome(key=spec.key(), error=f"{type(error).__name__}: {error}", log=log)
-    return Outcome(key=spec.key())
+        return RunStatus(key=spec.key(), error=f"{type(error).__name__}: {error}", log=log)
+    return RunStatus(key=spec.key())
 
 
 def default_jobs() -> int:
@@ -74,7 +74,7 @@ def default_jobs() -> int:
         return os.cpu_count() or 1
 
 
-class LocalRunner:
+class LocalSweep:
     """Runs on this machine's cores: in-process with one job (easy to debug, no pickling),
     else one spec per task of a process pool."""
 
@@ -84,7 +84,7 @@ class LocalRunner:
         self.jobs = jobs
 
     def run(self, specs: Sequence[RunSpec], directory: Path, done: Done) -> None:
-        """See :class:`Runner`."""
+        """See :class:`SweepRunner`."""
         if self.jobs == 1 or len(specs) <= 1:
             for spec in specs:
                 for outcome in run_batch([spec], str(directory)):
@@ -107,7 +107,7 @@ class LocalRunner:
             pools = [ProcessPoolExecutor(min(self.jobs, len(specs)), mp_context=_context())]
         broken: list[RunSpec] = []
         try:
-            pending: dict[Future[list[Outcome]], RunSpec] = {
+            pending: dict[Future[list[RunStatus]], RunSpec] = {
                 pools[i if isolated else 0].submit(run_batch, [spec], str(directory)): spec
                 for i, spec in enumerate(specs)
             }
@@ -136,11 +136,11 @@ def _context() -> BaseContext:
     return multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
 
 
-def _outcomes(future: Future[list[Outcome]], spec: RunSpec) -> list[Outcome]:
+def _outcomes(future: Future[list[RunStatus]], spec: RunSpec) -> list[RunStatus]:
     try:
         return future.result()
     except Exception as error:  # e.g. its worker was killed: its run failed
-        return [Outcome(key=spec.key(), error=f"{type(error).__name__}: {error}")]
+        return [RunStatus(key=spec.key(), error=f"{type(error).__name__}: {error}")]
 
 
 def _terminate(pool: ProcessPoolExecutor) -> None:

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field
 
-from coorm_bridge.sim.engine import Engine, Outcome, RunResult
+from coorm_bridge.sim.engine import AppLife, Engine, RunResult
 from coorm_bridge.sim.experiment import Experiment, Report, Row, RunSpec
 from coorm_bridge.sim.figures import boxes, group, number, pyplot, save, summarize, write_csv
 from coorm_bridge.sim.oarsim import BaselineResult, OarSim
@@ -78,7 +78,7 @@ def measure(spec: ScalabilityRun) -> Row:
     return row
 
 
-def _schedule(outcomes: list[Outcome]) -> Row:
+def _schedule(outcomes: list[AppLife]) -> Row:
     """What the schedule gave the applications (the two schedulers are compared on it)."""
     ends = [o.end for o in outcomes if o.end is not None]
     unfinished = len(outcomes) - len(ends)

@@ -22,7 +22,7 @@ from pydantic import Field, field_validator
 
 from coorm_bridge.core.model import Frozen
 from coorm_bridge.sim.experiment import RunSpec
-from coorm_bridge.sim.runners import Done, Outcome, run_batch
+from coorm_bridge.sim.runners import Done, RunStatus, run_batch
 from coorm_bridge.sim.store import RunStore, StoreError
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ class SlurmRunner:
         self.executor = _executor(options)
 
     def run(self, specs: Sequence[RunSpec], directory: Path, done: Done) -> None:
-        """See :class:`~.runners.Runner`."""
+        """See :class:`~.runners.SweepRunner`."""
         if not specs:
             return
         step = self.options.per_task
@@ -87,7 +87,7 @@ class SlurmRunner:
             )
             raise
 
-    def _submit(self, chunks: list[list[RunSpec]], directory: Path) -> list[Job[list[Outcome]]]:
+    def _submit(self, chunks: list[list[RunSpec]], directory: Path) -> list[Job[list[RunStatus]]]:
         from submitit.core.utils import FailedSubmissionError  # noqa: PLC0415 - optional
 
         executor = self.executor
@@ -100,7 +100,7 @@ class SlurmRunner:
 
     def _follow(
         self,
-        pending: list[tuple[Job[list[Outcome]], list[RunSpec]]],
+        pending: list[tuple[Job[list[RunStatus]], list[RunSpec]]],
         arrays: list[str],
         store: RunStore,
         done: Done,
@@ -108,7 +108,7 @@ class SlurmRunner:
         absent: dict[str, int] = {}
         while pending:
             queued = _queued(arrays)
-            still: list[tuple[Job[list[Outcome]], list[RunSpec]]] = []
+            still: list[tuple[Job[list[RunStatus]], list[RunSpec]]] = []
             for job, chunk in pending:
                 if job.paths.result_pickle.exists():
                     outcomes = _results(job, chunk, store)
@@ -174,7 +174,7 @@ def _queued(arrays: list[str]) -> set[str] | None:
     return set(listed.stdout.split())
 
 
-def _results(job: Job[list[Outcome]], chunk: list[RunSpec], store: RunStore) -> list[Outcome]:
+def _results(job: Job[list[RunStatus]], chunk: list[RunSpec], store: RunStore) -> list[RunStatus]:
     try:
         return job.result()
     except Exception as error:  # the task itself failed, not one of its runs
@@ -182,8 +182,8 @@ def _results(job: Job[list[Outcome]], chunk: list[RunSpec], store: RunStore) -> 
 
 
 def _lost(
-    job: Job[list[Outcome]], chunk: list[RunSpec], store: RunStore, why: str
-) -> list[Outcome]:
+    job: Job[list[RunStatus]], chunk: list[RunSpec], store: RunStore, why: str
+) -> list[RunStatus]:
     """The chunk of a task that ended badly: what it stored before is done, the rest failed."""
     outcomes = []
     for spec in chunk:
@@ -192,10 +192,10 @@ def _lost(
         except StoreError:
             stored = False
         if stored:
-            outcomes.append(Outcome(key=spec.key()))
+            outcomes.append(RunStatus(key=spec.key()))
         else:
             outcomes.append(
-                Outcome(
+                RunStatus(
                     key=spec.key(),
                     error=f"Slurm task {job.job_id} {why} (killed, out of time or memory?)",
                     log=str(job.paths.stderr),

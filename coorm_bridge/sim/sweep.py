@@ -15,7 +15,7 @@ from pathlib import Path
 
 from coorm_bridge.sim.experiment import Row, RunSpec
 from coorm_bridge.sim.progress import LogReporter, Reporter
-from coorm_bridge.sim.runners import Outcome, Runner
+from coorm_bridge.sim.runners import RunStatus, SweepRunner
 from coorm_bridge.sim.store import RUN_COLUMN, RunStore, merge, to_csv, write_atomically
 
 
@@ -27,7 +27,7 @@ class SweepResult:
     rows: list[Row] = field(default_factory=list)
     #: ``<directory>/<experiment>.csv``, None if some run failed.
     csv: Path | None = None
-    failures: list[Outcome] = field(default_factory=list)
+    failures: list[RunStatus] = field(default_factory=list)
     executed: int = 0
     reused: int = 0
 
@@ -49,7 +49,7 @@ def sweep(
     name: str,
     specs: Sequence[RunSpec],
     directory: Path,
-    runner: Runner,
+    runner: SweepRunner,
     *,
     fresh: bool = False,
     reporter: Reporter | None = None,
@@ -73,7 +73,7 @@ def sweep(
     result = SweepResult(reused=len(stored))
     reporter = reporter or LogReporter()
 
-    def done(outcome: Outcome) -> None:
+    def done(outcome: RunStatus) -> None:
         result.executed += 1
         if outcome.error is not None:
             result.failures.append(outcome)
@@ -92,7 +92,7 @@ def sweep(
             continue
         rows = store.load(spec)
         if rows is None:  # a runner that reported no outcome for it
-            outcome = Outcome(key=spec.key(), error="the runner gave no result for this run")
+            outcome = RunStatus(key=spec.key(), error="the runner gave no result for this run")
             result.failures.append(outcome)
             continue
         stored[spec.key()] = rows

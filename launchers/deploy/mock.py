@@ -19,7 +19,7 @@ from coorm_bridge.launchers.rundir import JobPlan
 from coorm_bridge.protocol import JOB_VARIABLES, JobAnswer, JobInfo, JobRequest
 
 
-class FrontEnd(Protocol):
+class JobCalls(Protocol):
     """The bridge's job calls (:class:`~coorm_bridge.launchers.client.BridgeClient`)."""
 
     def submit_job(self, session: str, job: JobRequest) -> JobAnswer: ...
@@ -31,7 +31,7 @@ class FrontEnd(Protocol):
 class MockDeployer(Deployer):
     kind = "mock"
 
-    def __init__(self, cluster: str, front_end: FrontEnd, session: str) -> None:
+    def __init__(self, cluster: str, front_end: JobCalls, session: str) -> None:
         super().__init__(cluster)
         self.front_end = front_end
         self.session = session

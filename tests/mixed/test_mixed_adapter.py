@@ -31,7 +31,7 @@ from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
 from coorm_bridge.adapters.oar.settings import OarSettings
 from coorm_bridge.adapters.registry import AdapterContext
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 from coorm_bridge.batchsim import FILE_NAME, VirtualClock, WallClock, parse_platform
 from coorm_bridge.core.batch import (
@@ -206,7 +206,7 @@ def test_a_setting_a_system_shows_wrong_is_named_at_its_place_in_the_site():
         SlurmSettings(
             clusters=[{"name": "a", "partition": "alpha"}, {"name": "d", "partition": "delta"}]
         ),
-        CliBackend(Slurm()),
+        SlurmCliBackend(Slurm()),
     )
     mixed = MixedAdapter([BatchSystem(0, "mock", Recorded("a1")), BatchSystem(1, "oar", oar)])
     with pytest.raises(Misconfigured) as caught:

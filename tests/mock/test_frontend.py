@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from coorm_bridge.adapters.frontend import Launched, Outcome, ProcessSpec
+from coorm_bridge.adapters.frontend import Launched, ProcessEnd, ProcessSpec
 from coorm_bridge.adapters.mock import frontend
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.frontend import ProcessFrontEnd
@@ -66,7 +66,9 @@ def spec(work: Path, code: str, env: dict[str, str] | None = None) -> ProcessSpe
     )
 
 
-def finished(front: ProcessFrontEnd, job: str, launched: Launched, timeout: float = 30) -> Outcome:
+def finished(
+    front: ProcessFrontEnd, job: str, launched: Launched, timeout: float = 30
+) -> ProcessEnd:
     deadline = time.monotonic() + timeout
     while (outcome := front.outcome(job, launched)) is None:
         assert time.monotonic() < deadline, f"job {job} still runs"
@@ -172,9 +174,9 @@ def test_a_process_gone_without_a_status_is_told_so_and_a_reused_pid_is_not_it(j
 def test_the_simulated_job_ends_completed_or_failed_by_the_exit_status(tmp_path):
     ends = Ends()
     front = ProcessFrontEnd(tmp_path, run_jobs=True, submit=unused, end=ends)
-    front.ended("a", "a.1", Outcome(exit_code=0))
-    front.ended("a", "a.2", Outcome(exit_code=1))
-    front.ended("a", "a.3", Outcome(signal=9))
+    front.ended("a", "a.1", ProcessEnd(exit_code=0))
+    front.ended("a", "a.2", ProcessEnd(exit_code=1))
+    front.ended("a", "a.3", ProcessEnd(signal=9))
     assert ends.told == [
         ("a", "a.1", JobState.COMPLETED),
         ("a", "a.2", JobState.FAILED),
@@ -261,7 +263,7 @@ def test_jobs_go_to_the_simulated_batch_system_and_end_with_their_process(tmp_pa
     job = JobSpec(name="app", user="alice", argv=("x",), hosts=2, walltime=600, reservation="r")
     first, second = front.submit("c", job), front.submit("c", job)
     assert platform.job_state("c", first) is JobState.RUNNING
-    front.ended("c", first, Outcome(exit_code=0))
+    front.ended("c", first, ProcessEnd(exit_code=0))
     assert platform.job_state("c", first) is JobState.COMPLETED
     platform.run_until(1_000_000 + 600)  # the second one's process never said it ended
     assert platform.job_state("c", second) is JobState.FAILED

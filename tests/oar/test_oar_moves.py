@@ -21,12 +21,12 @@ NOW = 1_800_000_000
 HOUR = 3600
 
 
-Found = tuple[parse.JobRecord, Reservation]
+Found = tuple[parse.OarJob, Reservation]
 
 
 @dataclass
 class Held:
-    record: parse.JobRecord
+    record: parse.OarJob
     made: Reservation
     deleted: bool = False  # still shown by the next read, then gone
 
@@ -47,7 +47,7 @@ class FakeOar:
     def hold(self, name: str, start: int, end: int, hosts: Sequence[str], owner: str) -> str:
         job_id = self.next_id
         self.next_id += 1
-        record = parse.JobRecord(
+        record = parse.OarJob(
             id=str(job_id), name=name, owner=owner, state="Waiting",
             types=("container", "noop"), reservation="Scheduled", start=start,
             walltime=end - start, addresses=tuple(hosts),
@@ -99,13 +99,13 @@ class FakeOar:
             )
         return self.hold(spec.name, spec.start, spec.end, hosts, owner)
 
-    def delete_job(self, job: parse.JobRecord) -> None:
+    def delete_job(self, job: parse.OarJob) -> None:
         self.calls.append(("delete", job.id))
         self.jobs[int(job.id)].deleted = True
         if self.on_delete is not None:
             self.on_delete()
 
-    def extend(self, job: parse.JobRecord, seconds: int) -> None:
+    def extend(self, job: parse.OarJob, seconds: int) -> None:
         self.calls.append(("extend", job.id, seconds))
 
 
@@ -239,7 +239,7 @@ def test_what_is_already_held_is_not_touched() -> None:
 
 def test_a_deletion_oar_never_carries_out_is_no_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     class Stuck(FakeOar):
-        def delete_job(self, job: parse.JobRecord) -> None:
+        def delete_job(self, job: parse.OarJob) -> None:
             self.calls.append(("delete", job.id))  # registered, never done
 
     monkeypatch.setattr(moves, "GONE_WITHIN", 0.0)

@@ -50,7 +50,7 @@ def read_gantt(binding: OarBinding, data: dict[str, Any] | None = None, now: int
     return parse.cluster_read(binding, resources, records, now)
 
 
-def rest_records(name: str = "rest_jobs_details.json") -> list[parse.JobRecord]:
+def rest_records(name: str = "rest_jobs_details.json") -> list[parse.OarJob]:
     return [parse.record(item) for item in load(name)["items"]]
 
 
@@ -77,7 +77,7 @@ def test_gantt_resources_and_records() -> None:
     later = next(r for r in records if r.id == "21")
     # its lists come once per (resource, type) row: 2 types x 3 hosts x 2 cores
     assert len(gantt()["jobs"]["21"]["network_address"]) == 12
-    assert later == parse.JobRecord(
+    assert later == parse.OarJob(
         id="21", name="container_later", owner="coorm_alice", state="Waiting",
         types=("container", "noop"), reservation="None", start=1795510123, walltime=3600,
         addresses=("beta-1", "beta-2", "beta-3"),
@@ -167,9 +167,7 @@ def test_a_waiting_job_without_a_prediction_is_left_out() -> None:
     assert "17" not in by_id(read_gantt(ALPHA, data)[1])
     records = rest_records()
     waiting = next(i for i, r in enumerate(records) if r.id == "17")
-    records[waiting] = parse.JobRecord(
-        **{**records[waiting].__dict__, "start": None, "addresses": ()}
-    )
+    records[waiting] = parse.OarJob(**{**records[waiting].__dict__, "start": None, "addresses": ()})
     _, jobs, _ = parse.cluster_read(ALPHA, gantt_resources(ALPHA), records, GANTT_NOW)
     assert "17" not in by_id(jobs)
     assert "16" in by_id(jobs)

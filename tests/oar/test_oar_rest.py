@@ -493,7 +493,7 @@ def test_no_answer_from_oar_is_unavailable(
 
 
 def test_deleting_a_job_oar_no_longer_has_is_no_error(mocked: responses.RequestsMock) -> None:
-    gone = parse.JobRecord(id="14", name="coorm-7", owner="coorm_alice", state="Waiting",
+    gone = parse.OarJob(id="14", name="coorm-7", owner="coorm_alice", state="Waiting",
                            types=("container",), reservation="Scheduled", start=1,
                            walltime=60)  # fmt: skip
     mocked.delete(f"{URL}/jobs/14.json", status=404, json={"code": 404, "message": "Not found"})
@@ -505,10 +505,10 @@ def test_deleting_a_job_oar_no_longer_has_is_no_error(mocked: responses.Requests
         "message": f"Oardel command exited with status 256: {said['stdout']}{said['stderr']}. "
                    "(Command was: oardodo oardel 424242).",
     })  # fmt: skip
-    backend().delete_job(parse.JobRecord(**{**gone.__dict__, "id": "424242"}))
+    backend().delete_job(parse.OarJob(**{**gone.__dict__, "id": "424242"}))
     mocked.delete(f"{URL}/jobs/15.json", status=500, json={"message": "database down"})
     with pytest.raises(BatchFailure, match="database down"):
-        backend().delete_job(parse.JobRecord(**{**gone.__dict__, "id": "15"}))
+        backend().delete_job(parse.OarJob(**{**gone.__dict__, "id": "15"}))
 
 
 def test_deleting_an_unknown_placeholder_is_idempotent(mocked: responses.RequestsMock) -> None:

@@ -13,7 +13,7 @@ from coorm_bridge.batchsim import LocalJobSpec
 from coorm_bridge.sim.coalloc import METRICS, Coalloc, CoallocSpec
 from coorm_bridge.sim.coupling.bridge import HOLD_AT_ONCE, run_bridge
 from coorm_bridge.sim.coupling.measure import STRATEGIES, Knobs, background_starts, measure
-from coorm_bridge.sim.coupling.platform import BackgroundJob, Outcome, Scenario, records
+from coorm_bridge.sim.coupling.platform import BackgroundJob, Scenario, StrategyResult, records
 from coorm_bridge.sim.coupling.viola import run_viola
 from coorm_bridge.sim.coupling.waiting import run_waiting
 
@@ -43,7 +43,7 @@ def staggered() -> Scenario:
     )
 
 
-def app_starts(outcome: Outcome) -> dict[str, int | None]:
+def app_starts(outcome: StrategyResult) -> dict[str, int | None]:
     """When each of the application's jobs really started, from the local schedulers."""
     ran = records(outcome.adapter)
     return {c: ran[f"{c}/{job_id}"].start for c, job_id in outcome.jobs.items()}

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from coorm_bridge.sim import cli
 from coorm_bridge.sim.progress import LogReporter
-from coorm_bridge.sim.runners import LocalRunner, Outcome
+from coorm_bridge.sim.runners import LocalSweep, RunStatus
 from coorm_bridge.sim.sweep import sweep
 
 from .conftest import COORM_SIM, toy_environ
@@ -105,7 +105,7 @@ def test_a_worker_that_dies_fails_its_run_only(toy, marks, tmp_path):
     (marks / "exit-4").touch()
     args = argparse.Namespace(quick=False, count=6, marks=str(marks))
     specs = toy.Toy().plan(args)
-    result = sweep("toy", specs, tmp_path / "toy", LocalRunner(2), reporter=LogReporter())
+    result = sweep("toy", specs, tmp_path / "toy", LocalSweep(2), reporter=LogReporter())
     assert [outcome.key for outcome in result.failures] == [f"toy marks={marks} n=4"]
     assert "BrokenProcessPool" in (result.failures[0].error or "")
     assert len(stored(tmp_path)) == 5
@@ -113,7 +113,7 @@ def test_a_worker_that_dies_fails_its_run_only(toy, marks, tmp_path):
     assert toy.executions(marks)[4] == 2
     (marks / "exit-4").unlink()
     before = toy.executions(marks)
-    again = sweep("toy", specs, tmp_path / "toy", LocalRunner(2), reporter=LogReporter())
+    again = sweep("toy", specs, tmp_path / "toy", LocalSweep(2), reporter=LogReporter())
     assert (again.ok, again.reused, again.executed) == (True, 5, 1)
     assert toy.executions(marks) == {**before, 4: 3}
     assert [row["n"] for row in again.rows] == [0, 1, 1, 2, 3, 3, 4, 5, 5]
@@ -124,7 +124,7 @@ def test_the_log_reporter_says_little():
     reporter = LogReporter(stream)
     reporter.start(100, 20)
     for n in range(80):
-        reporter.finished(Outcome(key=f"x n={n}", error="boom" if n == 7 else None))
+        reporter.finished(RunStatus(key=f"x n={n}", error="boom" if n == 7 else None))
     lines = stream.getvalue().splitlines()
     assert len(lines) <= 1 + 1 + 10
     assert lines[-1] == "coorm-sim: 100/100 runs ended, 1 failed"

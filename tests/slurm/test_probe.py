@@ -12,7 +12,7 @@ from coorm_bridge.adapters.batch.backend import BatchFailure
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm import rights
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.core.batch import ReservationSpec, Unavailable
 
 BAD_USER = Completed(1, "", "Error creating the reservation: Invalid user id\n")
@@ -39,9 +39,9 @@ class Scripted(Runner):
         return answer
 
 
-def backend(**answers: Completed | Exception) -> tuple[CliBackend, Scripted]:
+def backend(**answers: Completed | Exception) -> tuple[SlurmCliBackend, Scripted]:
     runner = Scripted({k.replace("_", " "): v for k, v in answers.items()})
-    return CliBackend(runner), runner
+    return SlurmCliBackend(runner), runner
 
 
 BINDING = SlurmBinding("alpha", partition="alpha")

@@ -12,7 +12,7 @@ import pytest
 
 from coorm_bridge.adapters.batch.runner import LocalRunner
 from coorm_bridge.adapters.batch.settings import SshSettings
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.pyslurm_backend import (
     PyslurmBackend,
     compare_versions,
@@ -33,7 +33,7 @@ def settings(**changes):
 
 
 def make(config):
-    return PyslurmBackend(config, CliBackend(LocalRunner()))
+    return PyslurmBackend(config, SlurmCliBackend(LocalRunner()))
 
 
 @pytest.mark.parametrize(

@@ -24,7 +24,7 @@ from coorm_bridge.adapters.batch.backend import Backend
 from coorm_bridge.adapters.batch.backend import BatchFailure as SlurmFailure
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.plugin import make_backend
 from coorm_bridge.adapters.slurm.rest_backend import DIALECTS, RestBackend, parse_reservations
 from coorm_bridge.adapters.slurm.settings import RestSettings, SlurmCluster, SlurmSettings
@@ -438,6 +438,6 @@ def test_the_factory_makes_a_rest_backend_writing_with_the_commands():
     )
     made = make_backend(settings)
     assert isinstance(made, RestBackend)
-    assert isinstance(made.cli, CliBackend)
+    assert isinstance(made.cli, SlurmCliBackend)
     assert (made.timeout, made.cli.timeout) == (12, 12)
     made.close()

@@ -11,7 +11,7 @@ import pytest
 
 from coorm_bridge.adapters.batch.runner import LocalRunner
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import RestSettings, SlurmCluster, SlurmSettings
 from coorm_bridge.core.batch import AdapterError, Unavailable
@@ -25,7 +25,7 @@ def test_a_command_that_times_out_passes_on_what_slurm_said(munge_daemon):
     settings = SlurmSettings(
         timeout=2, clusters=(SlurmCluster(name="a", slurm_conf="/nonexistent/slurm.conf"),)
     )
-    adapter = SlurmAdapter(settings, CliBackend(LocalRunner(), timeout=settings.timeout))
+    adapter = SlurmAdapter(settings, SlurmCliBackend(LocalRunner(), timeout=settings.timeout))
     started = time.monotonic()
     with pytest.raises(Unavailable) as caught:
         adapter.clusters()
@@ -76,7 +76,7 @@ def test_a_controller_that_does_not_answer_is_not_taken_for_a_missing_partition(
     text = slurm_partitions.conf.read_text()
     conf.write_text(re.sub(r"^SlurmctldPort=.*$", f"SlurmctldPort={port}", text, flags=re.M))
     settings = SlurmSettings(clusters=(SlurmCluster(name="a", partition="alpha", slurm_conf=conf),))
-    adapter = SlurmAdapter(settings, CliBackend(LocalRunner(), timeout=settings.timeout))
+    adapter = SlurmAdapter(settings, SlurmCliBackend(LocalRunner(), timeout=settings.timeout))
     with pytest.raises(Unavailable) as caught:
         adapter.clusters()
     assert str(caught.value) == "a: sinfo --json: Slurm reported: Unspecified error"

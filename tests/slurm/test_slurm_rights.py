@@ -22,7 +22,7 @@ import pytest
 
 from coorm_bridge.adapters.batch.runner import Completed, LocalRunner
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.batch import LacksRights, NotPermitted, ReservationSpec
@@ -75,7 +75,7 @@ def adapter_as(slurm, runner: LocalRunner) -> SlurmAdapter:
     settings = SlurmSettings(
         clusters=(SlurmCluster(name="a", partition="alpha", slurm_conf=slurm.conf),)
     )
-    return SlurmAdapter(settings, CliBackend(runner))
+    return SlurmAdapter(settings, SlurmCliBackend(runner))
 
 
 def spec(adapter: SlurmAdapter, *users: str) -> ReservationSpec:

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from coorm_bridge.adapters.batch.runner import Completed, Runner
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.plugin import make_slurm_adapter
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.batch import Misconfigured, Unavailable
@@ -65,7 +65,7 @@ class Slurm(Runner):
 
 def clusters(runner: Runner, *tables: SlurmCluster) -> Misconfigured | Unavailable:
     adapter = make_slurm_adapter(SlurmSettings(clusters=tables))
-    adapter.backend = CliBackend(runner)
+    adapter.backend = SlurmCliBackend(runner)
     try:
         adapter.clusters()
     except (Misconfigured, Unavailable) as error:

@@ -14,7 +14,7 @@ import pytest
 from coorm_bridge.adapters.batch.runner import Completed, LocalRunner
 from coorm_bridge.adapters.slurm import answers, parse
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.batch import JobSpec, JobState, NodeState, ReservationSpec
 from coorm_bridge.service.polling import Poller
@@ -47,7 +47,7 @@ def counted(slurm_partitions) -> Iterator[tuple[SlurmAdapter, Counting]]:
             for p in slurm_partitions.clusters
         )
     )
-    adapter = SlurmAdapter(settings, CliBackend(runner))
+    adapter = SlurmAdapter(settings, SlurmCliBackend(runner))
     try:
         yield adapter, runner
     finally:

@@ -23,8 +23,8 @@ from coorm_bridge.core.profile import earliest_common_start
 from coorm_bridge.placement.coallocation import CoAllocationFailed, hold
 from coorm_bridge.sim.coupling.platform import (
     OWNER,
-    Outcome,
     Scenario,
+    StrategyResult,
     advance,
     next_time,
     run_in_reservations,
@@ -37,7 +37,7 @@ SESSION = "app"
 HOLD_AT_ONCE = 10**9
 
 
-def run_bridge(scenario: Scenario, *, horizon: int) -> Outcome:
+def run_bridge(scenario: Scenario, *, horizon: int) -> StrategyResult:
     """Place the application through the bridge's placeholders; see the module docstring."""
     adapter = scenario.platform()
     advance(adapter, scenario.arrival)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from coorm_bridge.batchsim import JobRecord
 from coorm_bridge.sim.coupling.bridge import HOLD_AT_ONCE, run_bridge
-from coorm_bridge.sim.coupling.platform import BACKGROUND, Outcome, Scenario, finish, records
+from coorm_bridge.sim.coupling.platform import BACKGROUND, Scenario, StrategyResult, finish, records
 from coorm_bridge.sim.coupling.viola import run_viola
 from coorm_bridge.sim.coupling.waiting import run_waiting
 
@@ -32,7 +32,7 @@ class Knobs:
 
 
 #: The strategies compared, by the name rows carry.
-STRATEGIES: dict[str, Callable[[Scenario, Knobs], Outcome]] = {
+STRATEGIES: dict[str, Callable[[Scenario, Knobs], StrategyResult]] = {
     # The daemon's defaults: the first waiting application holds at once (hold_first = 1).
     "bridge": lambda s, k: run_bridge(s, horizon=HOLD_AT_ONCE),
     # hold_first = 0: placeholders only within the placement horizon.
@@ -59,7 +59,7 @@ def _starts(ran: dict[str, JobRecord]) -> dict[str, tuple[int, int]]:
 
 
 def background_delay(
-    baseline: dict[str, tuple[int, int]], outcome: Outcome
+    baseline: dict[str, tuple[int, int]], outcome: StrategyResult
 ) -> dict[str, float | int]:
     """Delays of the background jobs under ``outcome`` (its platform is run to the end)."""
     finish(outcome.adapter)

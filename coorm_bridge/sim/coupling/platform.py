@@ -72,7 +72,7 @@ class Scenario:
 
 
 @dataclass
-class Outcome:
+class StrategyResult:
     """What one strategy did: when the application ran (absolute times), the node-seconds it
     held without running, its negotiation rounds, and the platform afterwards (for records)."""
 
@@ -95,7 +95,7 @@ def run_in_reservations(
     start: int,
     duration: int,
     rounds: int,
-) -> Outcome:
+) -> StrategyResult:
     """Submit the application's job into each cluster's reservation, run the platform to its
     end, and count the node-seconds the reservations held before the jobs began (none when the
     local schedulers start them on time: the records say when they really did)."""
@@ -113,7 +113,7 @@ def run_in_reservations(
         if began is None:
             raise RuntimeError(f"the application's job on {cluster} never ran in its reservation")
         idle += hosts[cluster] * (began - start)
-    return Outcome(
+    return StrategyResult(
         start=start, end=start + duration, idle=idle, rounds=rounds, adapter=adapter, jobs=jobs
     )
 

@@ -15,14 +15,14 @@ from __future__ import annotations
 from coorm_bridge.core.batch import Refused, ReservationHandle, ReservationSpec
 from coorm_bridge.sim.coupling.platform import (
     OWNER,
-    Outcome,
     Scenario,
+    StrategyResult,
     advance,
     run_in_reservations,
 )
 
 
-def run_viola(scenario: Scenario, *, lead: int) -> Outcome:
+def run_viola(scenario: Scenario, *, lead: int) -> StrategyResult:
     """Negotiate a common start for the application; see the module docstring."""
     adapter = scenario.platform()
     advance(adapter, scenario.arrival)

@@ -22,7 +22,7 @@ import math
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.core.batch import JobState
-from coorm_bridge.sim.coupling.platform import Outcome, Scenario, advance, app_job, next_time
+from coorm_bridge.sim.coupling.platform import Scenario, StrategyResult, advance, app_job, next_time
 
 
 def _walltime(duration: int, clusters: int, slack: int | None, threshold: int | None) -> int:
@@ -47,7 +47,7 @@ def _running(adapter: MockAdapter, jobs: dict[str, str]) -> dict[str, int]:
 
 def run_waiting(
     scenario: Scenario, *, slack: int | None = None, threshold: int | None = None
-) -> Outcome:
+) -> StrategyResult:
     """WaitForAll when ``slack`` is given, WaitTillThresholdandExecute when ``threshold`` is."""
     adapter = scenario.platform()
     advance(adapter, scenario.arrival)
@@ -93,7 +93,7 @@ def run_waiting(
     advance(adapter, begin + run_for)
     for c in active:
         adapter.site.end_job(c, jobs[c], JobState.COMPLETED)
-    return Outcome(
+    return StrategyResult(
         start=begin,
         end=begin + run_for,
         idle=idle,

@@ -24,7 +24,7 @@ from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of, misa
 from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
 
 
-class CliBackend(Backend[SlurmBinding]):
+class SlurmCliBackend(Backend[SlurmBinding]):
     def __init__(self, runner: Runner, timeout: float = 30) -> None:
         self.runner = runner
         self.timeout = timeout

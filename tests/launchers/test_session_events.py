@@ -13,13 +13,13 @@ from pydantic import TypeAdapter
 
 from coorm_bridge.core.messages import CAP, Allocation, Change, ChangeKind, Event, StartEvent
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Request
-from coorm_bridge.launchers import loop as loop_module
+from coorm_bridge.launchers import session as session_module
 from coorm_bridge.launchers.app import parse_app
 from coorm_bridge.launchers.client import BridgeError
 from coorm_bridge.launchers.deploy.base import Deployer, JobStatus
 from coorm_bridge.launchers.display import PlainDisplay
-from coorm_bridge.launchers.loop import Launch
 from coorm_bridge.launchers.selection import Selection
+from coorm_bridge.launchers.session import Launch
 from coorm_bridge.protocol import RequestAnswer, StateAnswer, Subscribed
 
 APP = """
@@ -149,7 +149,7 @@ def run(tmp_path, monkeypatch, script, outcomes=None, interrupt_after=None, sele
         "c2": [JobStatus("completed", 0)],
     }
     monkeypatch.setattr(
-        loop_module,
+        session_module,
         "deployer_for",
         lambda info, front_end, session: FakeDeployer(info.name, outcomes, calls),
     )

@@ -49,7 +49,7 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 T = TypeVar("T")
 
 
-class Bridge(Protocol):
+class BridgeCalls(Protocol):
     """The calls the loop makes (:class:`~coorm_bridge.launchers.client.BridgeClient`)."""
 
     def subscribe(self, filter: Filter | None = None, name: str | None = None) -> Any: ...
@@ -110,7 +110,7 @@ class Launch:
 
     app: AppSpec
     selection: Selection
-    connect: Callable[..., Bridge]
+    connect: Callable[..., BridgeCalls]
     """Makes a client of the bridge (``sleep=``: how it waits before reconnecting); the event
     thread has its own, as clients are not shared between threads."""
     display: Display
@@ -133,7 +133,7 @@ class Launch:
             self.display.note(f"computed configurations: {self.selection.computed}")
             self.display.close()
 
-    def _run(self, bridge: Bridge) -> int:
+    def _run(self, bridge: BridgeCalls) -> int:
         subscribed = bridge.subscribe(self.app.subscription_filter, name=self.app.name)
         self.session = subscribed.session
         clusters = {info.name: info for info in subscribed.clusters}
@@ -163,7 +163,7 @@ class Launch:
 
     # -- waiting ------------------------------------------------------------------------------
 
-    def _wait_for_start(self, bridge: Bridge, view: CurrentView) -> StartEvent | None:
+    def _wait_for_start(self, bridge: BridgeCalls, view: CurrentView) -> StartEvent | None:
         state = "subscribed"
         self.display.status(state, None, None)
         while not self.interrupts.requested.is_set():
@@ -195,7 +195,7 @@ class Launch:
             self.display.status(state, self.request, self.estimated)
         return None
 
-    def _select(self, bridge: Bridge, view: CurrentView) -> None:
+    def _select(self, bridge: BridgeCalls, view: CurrentView) -> None:
         request = self.selection.select(view, int(time.time()), self.request)
         if request is None or request == self.request:
             return
@@ -207,7 +207,7 @@ class Launch:
 
     # -- running ------------------------------------------------------------------------------
 
-    def _deploy(self, bridge: Bridge, view: CurrentView, start: StartEvent) -> int:
+    def _deploy(self, bridge: BridgeCalls, view: CurrentView, start: StartEvent) -> int:
         hosts = "; ".join(
             f"{name}: {len(a.hosts)} hosts in {a.reservation}"
             for name, a in sorted(start.allocations.items())
@@ -331,7 +331,7 @@ class Launch:
                 time.sleep(delay)
                 delay = min(delay * 2, self.max_retry)
 
-    def _withdraw(self, bridge: Bridge) -> None:
+    def _withdraw(self, bridge: BridgeCalls) -> None:
         try:
             self._retrying(lambda: bridge.withdraw(self.session))
             self.display.note(f"session {self.session} withdrawn")
@@ -341,7 +341,7 @@ class Launch:
             else:
                 self.display.warn(f"could not withdraw: {error}")
 
-    def _done(self, bridge: Bridge) -> None:
+    def _done(self, bridge: BridgeCalls) -> None:
         try:
             self._retrying(lambda: bridge.done(self.session))
             self.display.note(f"done sent: session {self.session} releases its hosts")

@@ -16,7 +16,7 @@ from coorm_bridge.adapters.batch.backend import BatchFailure
 from coorm_bridge.adapters.batch.runner import Completed, Runner
 from coorm_bridge.adapters.slurm.adapter import SlurmAdapter
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
-from coorm_bridge.adapters.slurm.command_backend import CliBackend
+from coorm_bridge.adapters.slurm.cli_backend import SlurmCliBackend
 from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.batch import JobState, Unavailable
 
@@ -56,7 +56,7 @@ def cluster(name: str, conf: str, partition: str | None = None, slurm: str | Non
 
 
 def adapter(runner: Runner, *clusters: SlurmCluster) -> SlurmAdapter:
-    return SlurmAdapter(SlurmSettings(clusters=clusters), CliBackend(runner))
+    return SlurmAdapter(SlurmSettings(clusters=clusters), SlurmCliBackend(runner))
 
 
 PARTITIONS = (cluster("a", "/etc/one.conf", "alpha"), cluster("b", "/etc/one.conf", "beta"))
@@ -81,7 +81,7 @@ def test_partitions_of_one_controller_share_one_read_of_each_command(monkeypatch
     # partitions as clusters: they would overlap; the back-end reads it all the same).
     whole = SlurmBinding("whole", env={"SLURM_CONF": "/etc/one.conf"})
     part = SlurmBinding("a", partition="alpha", env={"SLURM_CONF": "/etc/one.conf"})
-    read = CliBackend(runner).read_all([part, whole], NOW)
+    read = SlurmCliBackend(runner).read_all([part, whole], NOW)
     assert isinstance(read["whole"], tuple)
     assert len(read["whole"][0]) == 16
     assert {j.id for j in read["whole"][1]} == ids["a"] | ids["b"]
@@ -94,7 +94,7 @@ def test_partitions_of_one_controller_share_one_read_of_each_command(monkeypatch
 
 def test_dash_m_clusters_are_controllers_of_their_own() -> None:
     runner = Recorded()
-    backend = CliBackend(runner)
+    backend = SlurmCliBackend(runner)
     one = SlurmBinding("x", cluster="beta", env={"SLURM_CONF": "/etc/mc.conf"})
     two = SlurmBinding("y", cluster="beta", partition="beta", env={"SLURM_CONF": "/etc/mc.conf"})
     other = SlurmBinding("z", env={"SLURM_CONF": "/etc/mc.conf"})
@@ -130,7 +130,7 @@ def test_a_controller_that_does_not_answer_fails_only_its_clusters(monkeypatch, 
 
 
 def test_read_of_one_cluster_still_works_and_raises_its_failure() -> None:
-    backend = CliBackend(Recorded())
+    backend = SlurmCliBackend(Recorded())
     nodes, jobs, reservations = backend.read(
         SlurmBinding("b", partition="beta", env={"SLURM_CONF": "/etc/one.conf"}), NOW
     )
