@@ -143,7 +143,7 @@ def test_the_plugin_section_names_every_built_in_adapter_kind():
     assert set(re.findall(r"`context\.(\w+)`", text)) <= set(
         registry.AdapterContext.__dataclass_fields__
     )
-    assert (ROOT / "tests" / "test_plugins.py").exists()
+    assert (ROOT / "tests" / "adapters" / "test_plugins.py").exists()
     assert callable(registry.AdapterSettings.clock_problems)
     assert callable(Adapter.speedup)
     assert issubclass(BatchAdapter, Adapter)
