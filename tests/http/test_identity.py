@@ -2,7 +2,7 @@
 session labels, escaped output, and configuration paths the system would refuse.
 
 The API runs in-process (FastAPI's TestClient, bearer tokens); real uids over the Unix socket of a
-real daemon are in tests/test_daemon_security.py.
+real daemon are in tests/daemon/test_daemon_security.py.
 """
 
 from __future__ import annotations

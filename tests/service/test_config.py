@@ -15,7 +15,7 @@ from coorm_bridge.service.config import (
 )
 from coorm_bridge.service.wiring import make_adapter
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "t" * MIN_TOKEN_LENGTH
 
 

@@ -1,7 +1,7 @@
 """The bridge on a simulated platform with a virtual clock: deterministic, in-process.
 
-The same code runs in the daemon (tests/test_daemon.py drives a real process); here every step
-is explicit: advance the platform, poll, tick (run a pass when one is due).
+The same code runs in the daemon (tests/daemon/test_daemon.py drives a real process); here every
+step is explicit: advance the platform, poll, tick (run a pass when one is due).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The HTTP API in-process (FastAPI's TestClient, bearer tokens) over a running bridge loop.
 
 The bridge runs its real loop on a mock platform with a wall clock; only the transport is
-in-process. Unix-socket identity and the daemon as a process are in tests/test_daemon.py.
+in-process. Unix-socket identity and the daemon as a process are in tests/daemon/test_daemon.py.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import coorm_bridge
 import coorm_bridge.adapters.base
 import coorm_bridge.launchers.selectors
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_subpackages_are_installed_under_the_namespace():

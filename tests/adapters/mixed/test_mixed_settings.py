@@ -17,7 +17,7 @@ from coorm_bridge.adapters.registry import AdapterSettings, find_plugin, install
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 from coorm_bridge.service.config import ConfigError, load_config, parse_config
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "etc" / "coorm-bridge-mixed.toml"
 
 SLURM_AND_MOCK = """

@@ -2,7 +2,7 @@
 and later local jobs: each case was reproduced against the bridge before it was fixed.
 
 In-process, on the mock platform with a virtual clock (the daemon-level cases are in
-tests/test_daemon.py and benchmarks/chaos.py).
+tests/daemon/test_daemon.py and benchmarks/chaos.py).
 """
 
 from __future__ import annotations

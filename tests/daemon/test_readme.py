@@ -19,7 +19,7 @@ from coorm_bridge.adapters import registry
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.batch.adapter import BatchAdapter
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text()
 #: What may differ from run to run, each matched by any value of its kind: times, pids, session
 #: and instance ids, the private daemon's folder, which hosts were granted, and how many hosts
@@ -143,7 +143,7 @@ def test_the_plugin_section_names_every_built_in_adapter_kind():
     assert set(re.findall(r"`context\.(\w+)`", text)) <= set(
         registry.AdapterContext.__dataclass_fields__
     )
-    assert (ROOT / "tests" / "test_plugins.py").exists()
+    assert (ROOT / "tests" / "adapters" / "test_plugins.py").exists()
     assert callable(registry.AdapterSettings.clock_problems)
     assert callable(Adapter.speedup)
     assert issubclass(BatchAdapter, Adapter)

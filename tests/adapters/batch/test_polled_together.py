@@ -8,7 +8,7 @@ from coorm_bridge.adapters.batch.backend import BatchFailure, Binding
 from coorm_bridge.adapters.batch.settings import BatchCluster, BatchSettings
 from coorm_bridge.core.batch import Node
 from coorm_bridge.service.polling import Poller
-from tests.batch.test_adapter import NOW, Memory
+from tests.adapters.batch.test_adapter import NOW, Memory
 
 
 class Shared(Memory):
