@@ -164,7 +164,7 @@ def test_the_simulated_batch_system_is_used_through_its_public_api():
     ``coorm_bridge.batchsim`` itself, never one of its modules: its parts may change."""
     root = Path(__file__).resolve().parent.parent
     scripts = {
-        f"{folder}.{path.stem}": path
+        ".".join(path.relative_to(root).with_suffix("").parts): path  # not by stem: names repeat
         for folder in ("tests", "benchmarks")
         for path in (root / folder).rglob("*.py")
     }

@@ -13,7 +13,7 @@ from coorm_bridge.batchsim import (
 from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.model import Submission
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_default_platform_loads_with_no_configuration():
