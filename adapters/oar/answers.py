@@ -36,7 +36,7 @@ _STOPPED = 0x7F
 
 
 @dataclass(frozen=True, slots=True)
-class JobAnswer:
+class JobDetails:
     """One job as ``oarstat -J -f -j ID`` described it."""
 
     id: str
@@ -96,7 +96,7 @@ def decode_wait_status(status: int | None) -> tuple[int, int | None] | None:
     return 0, signal
 
 
-def job(data: Any, job_id: str) -> JobAnswer | None:
+def job(data: Any, job_id: str) -> JobDetails | None:
     """The job of ``oarstat -J -f -j ID`` (None: OAR does not know it)."""
     if not isinstance(data, Mapping):
         raise ValueError(f"oarstat -J printed {type(data).__name__}, not jobs")
@@ -108,7 +108,7 @@ def job(data: Any, job_id: str) -> JobAnswer | None:
     code = raw.get("exit_code")
     events = [e for e in raw.get("events") or () if isinstance(e, Mapping)]
     events.sort(key=lambda e: (_int(e.get("date")), _int(e.get("event_id"))))
-    return JobAnswer(
+    return JobDetails(
         id=job_id,
         state=str(raw["state"]),
         wait_status=code if isinstance(code, int) and not isinstance(code, bool) else None,

@@ -27,7 +27,7 @@ from coorm_bridge.core.batch import AdapterError, Unavailable
 logger = logging.getLogger(__name__)
 
 
-class Recorder:
+class CallRecorder:
     """Records a site's calls into ``journal`` and rebuilds the site it saved.
 
     Once a write fails, or the journal is closed, :attr:`broken` says why: the site is then out

@@ -30,7 +30,7 @@ from coorm_bridge.batchsim.controls import SiteControls
 from coorm_bridge.batchsim.faults import SimulatedRefusal
 from coorm_bridge.batchsim.journal import Journal
 from coorm_bridge.batchsim.platform import PlatformSpec
-from coorm_bridge.batchsim.recording import Recorder
+from coorm_bridge.batchsim.recording import CallRecorder
 from coorm_bridge.batchsim.scheduler import LocalScheduler
 from coorm_bridge.batchsim.simulation import Simulation
 from coorm_bridge.core.batch import (
@@ -75,7 +75,7 @@ class Site:
         """Held while the simulation is entered; re-entrant, so a control holds it across
         calls."""
         self.clock = clock or WallClock(origin=spec.start)
-        self._recorder = None if journal is None else Recorder(journal)
+        self._recorder = None if journal is None else CallRecorder(journal)
         now = self.clock.now()
         if self._recorder is None:
             self._simulation = Simulation(spec, now)

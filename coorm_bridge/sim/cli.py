@@ -22,7 +22,7 @@ from coorm_bridge.sim.experiment import EXPERIMENTS, Experiment, experiment
 from coorm_bridge.sim.progress import failure_line, reporter_for
 from coorm_bridge.sim.runners import LocalSweep, SweepRunner, default_jobs
 from coorm_bridge.sim.slurm import RunnerUnavailable, SlurmOptions, SlurmRunner
-from coorm_bridge.sim.store import StoreError
+from coorm_bridge.sim.store import SweepStoreError
 from coorm_bridge.sim.sweep import sweep
 
 ENVIRONMENT = "COORM_SIM_EXPERIMENTS"
@@ -184,7 +184,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as error:
         print(f"coorm-sim: {error}", file=sys.stderr)
         return 2
-    except (StoreError, RunnerUnavailable, LookupError) as error:
+    except (SweepStoreError, RunnerUnavailable, LookupError) as error:
         print(f"coorm-sim: {error}", file=sys.stderr)
         return 1
     except ImportError as error:

@@ -23,7 +23,7 @@ from pydantic import Field, field_validator
 from coorm_bridge.core.model import Frozen
 from coorm_bridge.sim.experiment import RunSpec
 from coorm_bridge.sim.runners import Done, RunStatus, run_batch
-from coorm_bridge.sim.store import RunStore, StoreError
+from coorm_bridge.sim.store import RunStore, SweepStoreError
 
 if TYPE_CHECKING:
     from submitit import Job, SlurmExecutor
@@ -189,7 +189,7 @@ def _lost(
     for spec in chunk:
         try:
             stored = store.load(spec) is not None
-        except StoreError:
+        except SweepStoreError:
             stored = False
         if stored:
             outcomes.append(RunStatus(key=spec.key()))

@@ -28,7 +28,7 @@ from coorm_bridge.sim.experiment import Row, RunSpec, Value
 RUN_COLUMN = "run"
 
 
-class StoreError(Exception):
+class SweepStoreError(Exception):
     """A stored run that cannot be used: unreadable, or another run's."""
 
 
@@ -67,13 +67,13 @@ class RunStore:
         except FileNotFoundError:
             return None
         except OSError as error:
-            raise StoreError(f"cannot read {path}: {error.strerror}") from None
+            raise SweepStoreError(f"cannot read {path}: {error.strerror}") from None
         try:
             stored = StoredRun.model_validate(json.loads(text))
         except (ValueError, ValidationError) as error:
-            raise StoreError(f"{path} is not a stored run: {_first_line(error)}") from None
+            raise SweepStoreError(f"{path} is not a stored run: {_first_line(error)}") from None
         if stored.key != spec.key():
-            raise StoreError(
+            raise SweepStoreError(
                 f"{path} holds the run {stored.key!r}, not {spec.key()!r}: "
                 "remove it or start again with --fresh"
             )

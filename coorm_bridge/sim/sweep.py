@@ -55,7 +55,7 @@ def sweep(
     reporter: Reporter | None = None,
 ) -> SweepResult:
     """Do ``specs`` of experiment ``name`` (those not stored under ``directory`` yet) with
-    ``runner``, then merge. Raises :class:`~.store.StoreError` before running anything if a
+    ``runner``, then merge. Raises :class:`~.store.SweepStoreError` before running anything if a
     stored run is unusable; ``KeyboardInterrupt`` passes through with the finished runs kept."""
     specs = unique(specs)
     strangers = sorted({spec.experiment for spec in specs} - {name})

@@ -198,7 +198,7 @@ class OarDeployer(CommandDeployer):
             raise DeployError(f"{self.cluster}: {argv[0]} printed no JSON: {error}") from error
 
 
-def status_of(job: answers.JobAnswer) -> JobStatus:
+def status_of(job: answers.JobDetails) -> JobStatus:
     """A launcher's view of an OAR job: Terminated with a non-zero exit is a failure, an Error
     that ``oardel`` caused is a cancellation; the exit status as a shell reports it."""
     state = STATES.get(job.state, "unknown")
