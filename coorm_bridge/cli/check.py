@@ -23,7 +23,13 @@ from typing import Any
 
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.registry import AdapterContext, create_adapter
-from coorm_bridge.core.batch import AdapterError, LacksRights, Misconfigured, NodeState
+from coorm_bridge.core.batch import (
+    AdapterError,
+    LacksRights,
+    Misconfigured,
+    NodeState,
+    Unavailable,
+)
 from coorm_bridge.service.config import Config, ConfigError, load_config
 from coorm_bridge.service.wiring import misconfigured
 
@@ -87,12 +93,21 @@ def _batch_systems(config: Config) -> int:
             print(f"coorm-bridge: {misconfigured(config, error)}", file=sys.stderr)
             return WRONG
         except AdapterError as error:
-            print(f"batch system: does not answer: {error}")
-            return SILENT
+            return _unusable(error)
         try:
             return _clusters(config, adapter)
         finally:
             adapter.close()
+
+
+def _unusable(error: AdapterError) -> int:
+    """The batch system as a whole: one that does not answer now (1), or that cannot be used
+    as configured (2: a file the settings name, an answer the adapter cannot read)."""
+    if isinstance(error, Unavailable):
+        print(f"batch system: does not answer: {error}")
+        return SILENT
+    print(f"coorm-bridge: the batch system cannot be used: {error}", file=sys.stderr)
+    return WRONG
 
 
 def _clusters(config: Config, adapter: Adapter) -> int:
@@ -102,8 +117,7 @@ def _clusters(config: Config, adapter: Adapter) -> int:
         print(f"coorm-bridge: {misconfigured(config, error)}", file=sys.stderr)
         return WRONG
     except AdapterError as error:
-        print(f"batch system: does not answer: {error}")
-        return SILENT
+        return _unusable(error)
     worst = OK
     for info in infos:
         name = info.name
@@ -114,9 +128,13 @@ def _clusters(config: Config, adapter: Adapter) -> int:
             print(f"cluster {name}: wrong setting: adapter.{error.key}")
             worst = WRONG
             continue
-        except AdapterError as error:
+        except Unavailable as error:
             print(f"cluster {name}: does not answer: {error}")
             worst = max(worst, SILENT)
+            continue
+        except AdapterError as error:
+            print(f"cluster {name}: cannot be used: {error}")
+            worst = WRONG
             continue
         up = sum(node.state is NodeState.UP for node in snapshot.nodes)
         print(
