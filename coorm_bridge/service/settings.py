@@ -123,10 +123,10 @@ class Settings:
 
 def changes(old: Any, new: Any, where: str) -> list[str]:
     """``key: old -> new`` for every setting that differs between two tables."""
+    before, after = old.model_dump(mode="json"), new.model_dump(mode="json")
     return [
-        f"{key}: {_at(old.model_dump(mode='json'), key, where)} -> "
-        f"{_at(new.model_dump(mode='json'), key, where)}"
-        for key in _keys(old.model_dump(mode="json"), new.model_dump(mode="json"), where)
+        f"{key}: {_at(before, key, where)} -> {_at(after, key, where)}"
+        for key in _keys(before, after, where)
     ]
 
 
