@@ -7,6 +7,7 @@ import os
 from collections.abc import Sequence
 
 from coorm_bridge import __version__
+from coorm_bridge.cli.check import check_command
 from coorm_bridge.cli.demo import run_demo
 from coorm_bridge.cli.serve import serve_command
 from coorm_bridge.cli.status import show_status
@@ -35,6 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"TOML configuration (default: ${CONFIG_ENV}, else built-in defaults)",
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    serve.add_argument(
+        "--check",
+        action="store_true",
+        help="check the configuration and every batch system it names (reachable, the bridge's "
+        "rights), print what was found and exit: 0 all is well, 2 something to correct, 1 a batch "
+        "system that does not answer; changes nothing, works beside the running daemon",
+    )
 
     for name, text in (
         ("status", "show clusters, their availability and sessions"),
@@ -69,6 +77,8 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "serve" and args.check:
+        return check_command(args.config)
     if args.command == "serve":
         return serve_command(args.config, args.log_level)
     if args.command == "status":

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import hmac
 import pwd
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from anyio import to_thread
@@ -76,7 +76,7 @@ def caller(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token:
-        tokens: dict[str, str] = request.app.state.tokens
+        tokens: Mapping[str, str] = request.app.state.tokens()  # those in force now
         for known, user in tokens.items():
             if hmac.compare_digest(known.encode(), token.strip().encode()):
                 return user

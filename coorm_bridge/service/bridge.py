@@ -30,6 +30,7 @@ from coorm_bridge.service.passes import PassRunner, application_of
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.settings import Settings
 from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
@@ -39,7 +40,8 @@ log = logging.getLogger(__name__)
 
 
 class Bridge:
-    """The session API. ``adapter.now()`` is the bridge's clock; ``passes`` gives the last
+    """The session API. ``adapter.now()`` is the bridge's clock; ``settings`` the limits and
+    admins in force, read at each call (a reload changes them); ``passes`` gives the last
     pass's views, ``poller`` and ``problems`` what health shows; ``due`` asks for a pass and
     ``stats`` counts them; ``lock`` is the bridge's lock."""
 
@@ -47,6 +49,7 @@ class Bridge:
         self,
         *,
         config: Config,
+        settings: Settings,
         adapter: Adapter,
         store: Store,
         catalogue: Catalogue,
@@ -60,6 +63,7 @@ class Bridge:
         lock: AbstractContextManager[object],
     ) -> None:
         self.config = config
+        self.settings = settings
         self.adapter = adapter
         self.store = store
         self.catalogue = catalogue
@@ -71,7 +75,6 @@ class Bridge:
         self.due = due
         self.stats = stats
         self._lock = lock
-        self.admins = frozenset(config.bridge.admins)
 
     @property
     def infos(self) -> list[ClusterInfo]:
@@ -88,7 +91,7 @@ class Bridge:
     # -- identity ---------------------------------------------------------------------------
 
     def is_admin(self, user: str) -> bool:
-        return user in self.admins
+        return user in self.settings.current.admins
 
     def own(self, user: str, session_id: str) -> SessionRow:
         """The session if ``user`` may act on it; unknown and foreign sessions look the same
@@ -111,7 +114,7 @@ class Bridge:
                 + ", ".join(f"{c.name} ({c.hosts} hosts)" for c in self.infos)
             )
         with self._lock:
-            limits, where = self.config.limits.of(user)
+            limits, where = self.settings.current.limits.of(user)
             if limits.sessions is not None:
                 active = len(self.store.sessions(owner=user, states=ACTIVE))
                 if active >= limits.sessions:
@@ -170,7 +173,7 @@ class Bridge:
                 raise Invalid(describe(error)) from None
             if row.state not in PLACED:
                 raise Conflict(f"session {session_id} is {row.state}: its request is final")
-            self.config.limits.check_request(row.owner, request)
+            self.settings.current.limits.check_request(row.owner, request)
             self.store.update_session(
                 session_id, now=self.now(), state=AppState.REQUEST_SENT, request=request
             )

@@ -36,6 +36,7 @@ from coorm_bridge.service.passes import PassRunner, own_prefix
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.settings import Settings
 from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
@@ -65,6 +66,9 @@ class Service:
     stats and what else ``/metrics`` reads; tests step the loop and look at the parts."""
 
     config: Config
+    settings: Settings
+    """What a reload changes (limits, admins, tokens): the bridge and the HTTP identity read
+    them here at each request."""
     adapter: Adapter
     store: Store
     lock: threading.RLock
@@ -110,6 +114,7 @@ def assemble(
     working = threading.Lock()  # held while batch systems change: one enactment or repair
     jobs_due = threading.Event()
     listeners = Listeners()
+    settings = Settings(config)
     due = Due()
     policy = Policy(config.policy)
     stats = Stats(policy=policy.counters)
@@ -157,6 +162,7 @@ def assemble(
     reconciler = Reconciler(placeholders, lost=passes.lost)
     bridge = Bridge(
         config=config,
+        settings=settings,
         adapter=adapter,
         store=store,
         catalogue=catalogue,
@@ -196,6 +202,7 @@ def assemble(
     )
     return Service(
         config=config,
+        settings=settings,
         adapter=adapter,
         store=store,
         lock=lock,
