@@ -298,3 +298,8 @@ class Request(Frozen):
     @property
     def clusters(self) -> tuple[str, ...]:
         return tuple(self.nodes)
+
+    @property
+    def hosts(self) -> int:
+        """Hosts in all, every cluster together (what the per-user limits count)."""
+        return sum(self.nodes.values())

@@ -25,7 +25,8 @@ from coorm_bridge.protocol import ClusterHealth, Health, RequestAnswer, SessionI
 from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
-from coorm_bridge.service.errors import Conflict, Invalid, NotFound, OverLimit
+from coorm_bridge.service.errors import Conflict, Invalid, NotFound
+from coorm_bridge.service.limits import UserLimits
 from coorm_bridge.service.passes import PassRunner, application_of
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
@@ -40,10 +41,11 @@ log = logging.getLogger(__name__)
 
 
 class Bridge:
-    """The session API. ``adapter.now()`` is the bridge's clock; ``settings`` the limits and
-    admins in force, read at each call (a reload changes them); ``passes`` gives the last
-    pass's views, ``poller`` and ``problems`` what health shows; ``due`` asks for a pass and
-    ``stats`` counts them; ``lock`` is the bridge's lock."""
+    """The session API. ``adapter.now()`` is the bridge's clock; ``settings`` the admins in
+    force, read at each call (a reload changes them); ``limits`` refuses what a user may not ask
+    for (its ``[limits]`` read in force too); ``passes`` gives the last pass's views, ``poller``
+    and ``problems`` what health shows; ``due`` asks for a pass and ``stats`` counts them;
+    ``lock`` is the bridge's lock."""
 
     def __init__(
         self,
@@ -53,6 +55,7 @@ class Bridge:
         adapter: Adapter,
         store: Store,
         catalogue: Catalogue,
+        limits: UserLimits,
         passes: PassRunner,
         poller: Poller,
         problems: Problems,
@@ -67,6 +70,7 @@ class Bridge:
         self.adapter = adapter
         self.store = store
         self.catalogue = catalogue
+        self.limits = limits
         self.passes = passes
         self.poller = poller
         self.problems = problems
@@ -113,15 +117,9 @@ class Bridge:
                 "the filter lets no cluster through; clusters: "
                 + ", ".join(f"{c.name} ({c.hosts} hosts)" for c in self.infos)
             )
+        self.limits.warm(user)  # the user's groups read, if need be, before the lock
         with self._lock:
-            limits, where = self.settings.current.limits.of(user)
-            if limits.sessions is not None:
-                active = len(self.store.sessions(owner=user, states=ACTIVE))
-                if active >= limits.sessions:
-                    raise OverLimit(
-                        f"{user} has {active} sessions not ended, the most {where}.sessions "
-                        f"allows ({limits.sessions}): end or withdraw one first"
-                    )
+            self.limits.check_subscribe(user)
             row = self.store.create_session(user, name, filter, [c.name for c in seen], self.now())
             self.silence.heard(row.id, self.now())
             self.due.trigger()
@@ -162,7 +160,9 @@ class Bridge:
     ) -> int:
         """request: replace the session's request; returns the pass count to wait for.
 
-        Validated against the clusters the session sees; refused once the session started."""
+        Validated against the clusters the session sees; refused once the session started, or
+        past its owner's limits."""
+        self.limits.warm(user)
         with self._lock:
             row = self.own(user, session_id)
             try:
@@ -173,7 +173,7 @@ class Bridge:
                 raise Invalid(describe(error)) from None
             if row.state not in PLACED:
                 raise Conflict(f"session {session_id} is {row.state}: its request is final")
-            self.settings.current.limits.check_request(row.owner, request)
+            self.limits.check_request(row, request, self.now())
             self.store.update_session(
                 session_id, now=self.now(), state=AppState.REQUEST_SENT, request=request
             )

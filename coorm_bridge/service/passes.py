@@ -27,6 +27,7 @@ from coorm_bridge.placement.placeholders import RELEASING
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.enactor import Enactor, Hold, Intent, Release, Shrink, Start
+from coorm_bridge.service.limits import UserLimits
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.silence import Silence
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 class PassRunner:
     """Runs passes and remembers what launchers were told.
 
+    ``limits`` gives each owner's cap on hosts held at once, which the policy keeps to;
     ``lock`` is the bridge's lock, taken for a whole pass; ``passed`` is told after each one
     (the listeners: requests waiting for their estimate), and ``stats`` counts it. ``silence``
     withdraws the sessions whose launcher went silent, before each pass."""
@@ -49,6 +51,7 @@ class PassRunner:
         config: Config,
         adapter: Adapter,
         store: Store,
+        limits: UserLimits,
         policy: Policy,
         poller: Poller,
         recorder: Recorder,
@@ -62,6 +65,7 @@ class PassRunner:
         self.config = config
         self.adapter = adapter
         self.store = store
+        self.limits = limits
         self.policy = policy
         self.poller = poller
         self.recorder = recorder
@@ -114,7 +118,9 @@ class PassRunner:
         rows = {row.id: row for row in self.store.sessions(states=ACTIVE)}
         held = self._held()
         table = self._applications(rows, now)
-        result = self.policy.plan(self.poller.free(self._accounted(rows, held)), table, now)
+        free = self.poller.free(self._accounted(rows, held))
+        caps = self.limits.held_caps(row.owner for row in rows.values())
+        result = self.policy.plan(free, table, now, caps)
         self.last = result
         broken: dict[str, Exception] = {}
         ended: set[str] = set()

@@ -28,8 +28,10 @@ from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config, ConfigError
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.enactor import Enactor
+from coorm_bridge.service.groups import Groups
 from coorm_bridge.service.jobrunner import JobRunner
 from coorm_bridge.service.jobs import JobDesk
+from coorm_bridge.service.limits import UserLimits
 from coorm_bridge.service.listeners import Listeners
 from coorm_bridge.service.loop import Loop
 from coorm_bridge.service.passes import PassRunner, own_prefix
@@ -76,6 +78,7 @@ class Service:
     stats: Stats
     listeners: Listeners
     catalogue: Catalogue
+    limits: UserLimits
     poller: Poller
     problems: Problems
     placeholders: Placeholders
@@ -96,6 +99,7 @@ class Service:
             self.loop.stop()
             with self.lock:
                 self.adapter.close()
+            self.limits.groups.close()
             self.store.close()
         finally:
             if self.folder is not None:
@@ -132,6 +136,13 @@ def assemble(
         infos=infos,
         interconnect=interconnect,
     )
+    limits = UserLimits(
+        settings=lambda: settings.current.limits,
+        store=store,
+        groups=Groups(),
+        total=lambda: sum(info.hosts for info in catalogue.infos),
+        fair_start=config.policy.fair_start,
+    )
     enactor = Enactor(
         config=config,
         adapter=adapter,
@@ -149,6 +160,7 @@ def assemble(
         config=config,
         adapter=adapter,
         store=store,
+        limits=limits,
         policy=policy,
         poller=poller,
         recorder=recorder,
@@ -166,6 +178,7 @@ def assemble(
         adapter=adapter,
         store=store,
         catalogue=catalogue,
+        limits=limits,
         passes=passes,
         poller=poller,
         problems=problems,
@@ -209,6 +222,7 @@ def assemble(
         stats=stats,
         listeners=listeners,
         catalogue=catalogue,
+        limits=limits,
         poller=poller,
         problems=problems,
         placeholders=placeholders,

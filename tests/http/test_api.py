@@ -16,7 +16,7 @@ from coorm_bridge.batchsim import WallClock, parse_platform
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.http.app import create_app
 from coorm_bridge.protocol import MAX_BODY
-from coorm_bridge.service.config import BridgeSettings, Config, PlacementSettings
+from coorm_bridge.service.config import BridgeSettings, Config, LimitSettings, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
@@ -39,6 +39,7 @@ def service(tmp_path):
         bridge=BridgeSettings(admins=("root",)),
         policy=PolicyConfig(interval=0.05, fair_start=1),
         placement=PlacementSettings(poll_interval=0.5),
+        limits=LimitSettings(held_share=1.0),  # one user may hold every host (default: half)
     )
     adapter = MockAdapter(parse_platform(PLATFORM), WallClock())
     store = Store(tmp_path / "bridge.sqlite")
@@ -273,6 +274,7 @@ def front(tmp_path):
         bridge=BridgeSettings(admins=("root",)),
         policy=PolicyConfig(interval=0.05, fair_start=1),
         placement=PlacementSettings(poll_interval=0.5),
+        limits=LimitSettings(held_share=1.0),  # one user may hold every host (default: half)
     )
     platform = parse_platform(PLATFORM)
     adapter = MockAdapter(platform, WallClock(), jobs=tmp_path / "jobs", run_jobs=True)
