@@ -166,6 +166,7 @@ def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> Fas
     )
     app.state.bridge = service.bridge
     app.state.jobs = service.jobs
+    app.state.admin = service.admin
     app.state.passes = service.passes
     app.state.stats = service.stats
     app.state.interval = service.config.policy.interval

@@ -27,7 +27,7 @@ from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
 from coorm_bridge.service.limits import UserLimits
-from coorm_bridge.service.passes import PassRunner, application_of
+from coorm_bridge.service.passes import PassRunner, session_end
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
@@ -135,9 +135,7 @@ class Bridge:
 
     def _info(self, row: SessionRow) -> SessionInfo:
         view = self.passes.view(row.id) if row.state in PLACED else None
-        end = row.alloc_end
-        if row.state in (AppState.FINISH_SENT, AppState.GHOST) and row.done_at is not None:
-            end = application_of(row).hold_end(self.config.policy.fair_start)
+        end = session_end(row, self.config.policy.fair_start)
         stale = set(self.poller.stale())
         return SessionInfo(
             session=row.id,
@@ -259,4 +257,5 @@ class Bridge:
             clusters=clusters,
             sessions=len(self.store.sessions(states=ACTIVE)),
             problems=problems,
+            drained=tuple(self.store.drained()),
         )

@@ -119,6 +119,11 @@ class PassRunner:
         held = self._held()
         table = self._applications(rows, now)
         free = self.poller.free(self._accounted(rows, held))
+        for cluster in self.store.drained().keys() & free.keys():
+            # Drained by an admin: nothing new fits there, so no placeholder is made; started
+            # sessions keep theirs (the policy settles them whatever is free), and waiting
+            # ones that want it wait, told they never fit, until it is resumed.
+            free[cluster] = Profile.constant(0)
         caps = self.limits.held_caps(row.owner for row in rows.values())
         result = self.policy.plan(free, table, now, caps)
         self.last = result
@@ -351,6 +356,13 @@ def application_of(row: SessionRow, not_before: int | None = None) -> Applicatio
     """A stored session as the policy's application table wants it."""
     fields = {key: getattr(row, key) for key in _APP_FIELDS}
     return Application.model_validate({**fields, "not_before": not_before})
+
+
+def session_end(row: SessionRow, fair_start: int) -> int | None:
+    """When a session's hosts are given back: its allocation's end, its ghost's once done."""
+    if row.state in (AppState.FINISH_SENT, AppState.GHOST) and row.done_at is not None:
+        return application_of(row).hold_end(fair_start)
+    return row.alloc_end
 
 
 _APP_FIELDS: Final = tuple(name for name in Application.model_fields if name != "not_before")

@@ -8,8 +8,9 @@ configuration (what ``coorm-bridge serve`` uses, with the HTTP server on top,
 :mod:`coorm_bridge.cli.serve`).
 
 Who drives what: the loop (:mod:`.loop`) polls, runs passes, enactments, reconciliations and
-the front end's jobs; the HTTP API calls the bridge (sessions), the job desk (jobs), and reads
-the stats; the listeners carry news from the recorder and the passes to the HTTP layer.
+the front end's jobs; the HTTP API calls the bridge (sessions), the job desk (jobs), the
+admin commands (:mod:`.admin`), and reads the stats; the listeners carry news from the
+recorder and the passes to the HTTP layer.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from coorm_bridge.core.batch import Misconfigured
 from coorm_bridge.core.policy import Policy
 from coorm_bridge.placement.placeholders import Placeholders
 from coorm_bridge.placement.reconcile import Reconciler
+from coorm_bridge.service.admin import Admin
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config, ConfigError
@@ -87,6 +89,7 @@ class Service:
     reconciler: Reconciler
     bridge: Bridge
     jobs: JobDesk
+    admin: Admin
     job_runner: JobRunner
     loop: Loop
     folder: StateLock | None = None
@@ -196,6 +199,18 @@ def assemble(
         own=bridge.own,
         wake=jobs_due.set,
     )
+    admin = Admin(
+        config=config,
+        adapter=adapter,
+        store=store,
+        catalogue=catalogue,
+        recorder=recorder,
+        due=due,
+        lock=lock,
+        own=bridge.own,
+        is_admin=bridge.is_admin,
+        wake=jobs_due.set,
+    )
     job_runner = JobRunner(adapter, store)
     loop = Loop(
         config=config,
@@ -231,6 +246,7 @@ def assemble(
         reconciler=reconciler,
         bridge=bridge,
         jobs=jobs,
+        admin=admin,
         job_runner=job_runner,
         loop=loop,
         folder=folder,
