@@ -78,6 +78,8 @@ def _table(lines: list[str], path: tuple[str, ...], table: Mapping[str, Any]) ->
     for key, value in nested.items():
         name = ".".join(_key(k) for k in (*path, key))
         if isinstance(value, Mapping):
+            if not value and not path:
+                continue  # an empty top-level table is its defaults: left out
             lines.append(f"[{name}]")
             _table(lines, (*path, key), value)
         else:
@@ -101,7 +103,8 @@ def config(
     folder; TCP on 127.0.0.1:``port`` (and ``tcp``'s keys: TLS) with ``tokens`` (token ->
     user) when a port is given;
     ``policy`` and ``placement`` (default :data:`POLICY` and :data:`PLACEMENT`; a key set to
-    None is left out); ``limits`` the [limits] table (default :data:`LIMITS`); ``adapter`` the
+    None is left out); ``limits`` the [limits] table (default :data:`LIMITS`; ``{}`` leaves it
+    out, for a test that writes its own); ``adapter`` the
     [adapter] table (its clusters, systems and links as lists of mappings); ``bridge`` more
     keys of [bridge]."""
     table: dict[str, Any] = {"socket": "bridge.sock", "state_dir": "state", **bridge}

@@ -42,7 +42,7 @@ def text(
     """A daemon's file: its socket, TCP on ``port`` with ``tokens`` (default alice's and
     bob's), ``admins``, and the ``[limits]`` table's body ``limits``."""
     known = {ALICE: "alice", BOB: "bob"} if tokens is None else tokens
-    base = daemons.config(port=port, tokens=known, admins=list(admins))
+    base = daemons.config(port=port, tokens=known, admins=list(admins), limits={})
     return f"{base}[limits]\n{limits}\n"
 
 

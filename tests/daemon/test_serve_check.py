@@ -47,7 +47,10 @@ def write(folder: Path, text: str) -> Path:
 
 def test_a_good_file_prints_the_clusters_and_settings_in_force_and_exits_0(folder: Path) -> None:
     text = daemons.config(
-        port=daemons.free_port(), tokens={"alice-token-0123456789": "alice"}, admins=["root"]
+        port=daemons.free_port(),
+        tokens={"alice-token-0123456789": "alice"},
+        admins=["root"],
+        limits={},
     )
     path = write(folder, text + "[limits]\nhosts = 4\n[limits.user.bob]\nhosts = 6\n")
     result = check(path)

@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from tests.http.test_api import ALICE, BOB, ROOT, assert_error, auth, subscribe
-
-pytest_plugins = ["tests.http.test_api"]
+from tests.http.api import ALICE, BOB, ROOT
+from tests.http.test_api import assert_error, auth, subscribe
 
 
 @pytest.mark.parametrize(
