@@ -253,7 +253,11 @@ def test_a_local_job_waits_the_whole_fair_start_after_done(bridge, slurm_partiti
             assert time.monotonic() < deadline
             time.sleep(0.05)
         assert info.state == "ghost", info
-        (ghost,) = placeholders(slurm, sid).values()  # read while it holds, before it expires
+        # The pass made it a ghost; the enactor then shrinks the placeholder in Slurm: read it
+        # once shrunk, while it holds, before it expires.
+        while (ghost := placeholders(slurm, sid).get("alpha", (0, 0, "")))[1] != info.end:
+            assert time.monotonic() < deadline, (ghost, info)
+            time.sleep(0.05)
         while job_field(slurm, local, "JobState") != "COMPLETED":
             assert time.monotonic() < deadline, slurm.run("squeue").stdout
             time.sleep(0.2)
