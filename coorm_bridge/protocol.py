@@ -8,9 +8,18 @@ with these models, so its OpenAPI document describes exactly them) and the clien
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal, Self
+from typing import Annotated, Any, Literal, Self, cast
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import (
+    AfterValidator,
+    Field,
+    GetJsonSchemaHandler,
+    SerializerFunctionWrapHandler,
+    model_serializer,
+    model_validator,
+)
+from pydantic.json_schema import JsonSchemaValue
+from pydantic_core import CoreSchema
 
 from coorm_bridge.core.messages import Event, View
 from coorm_bridge.core.model import (
@@ -21,6 +30,7 @@ from coorm_bridge.core.model import (
     Frozen,
     Label,
     Name,
+    Reason,
     Request,
     Time,
     UserName,
@@ -125,6 +135,83 @@ class Health(Frozen):
     sessions: Annotated[int, Field(ge=0)]
     """Sessions not finished or cancelled."""
     problems: tuple[Problem, ...] = ()
+    drained: tuple[Name, ...] = ()
+    """Clusters an admin drained: no new placeholder is made there until resumed (a drain is
+    the admin's wish, not a fault: it leaves ``status`` as it is). Added after launchers were
+    released, whose model refuses unknown fields: left out of the JSON when empty, so an older
+    launcher reads the health of a bridge with nothing drained."""
+
+    @model_serializer(mode="wrap")
+    def _without_empty_drained(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        if not dumped.get("drained", True):
+            del dumped["drained"]
+        return dumped
+
+    @classmethod
+    def __get_pydantic_json_schema__(
+        cls, schema: CoreSchema, handler: GetJsonSchemaHandler
+    ) -> JsonSchemaValue:
+        """The fields, as without the serializer above (which would hide them from OpenAPI)."""
+        return handler(cast(CoreSchema, {k: v for k, v in schema.items() if k != "serialization"}))
+
+
+# -- admin commands (coorm-bridge sessions, cancel, drain, resume) --------------------------------
+
+
+class CancelBody(Frozen):
+    """``POST /v1/sessions/{id}/cancel``: why the session is ended by force (its launcher is
+    told, the log keeps it)."""
+
+    reason: Reason
+
+
+class DrainBody(Frozen):
+    """``POST /v1/admin/clusters/{name}/drain``: why (optional, shown with the drain)."""
+
+    reason: Reason | None = None
+
+
+class PlaceholderInfo(Frozen):
+    """One of a session's placeholders, as the bridge last recorded it."""
+
+    cluster: Name
+    name: Annotated[str, Field(min_length=1, max_length=255)]
+    """The reservation's name in the batch system."""
+    status: Literal["requested", "held", "ghost", "releasing"]
+    start: Time
+    end: Time
+    hosts: Annotated[int, Field(ge=0)]
+    host_names: tuple[Name, ...] = ()
+
+
+class AdminSession(Frozen):
+    """``GET /v1/admin/sessions``: one session as an admin looks at it."""
+
+    session: Name
+    name: str | None
+    owner: UserName
+    state: AppState
+    clusters: tuple[Name, ...]
+    request: Request | None
+    estimated_start: Time | None
+    created: Time
+    started_at: Time | None
+    done_at: Time | None
+    end: Time | None
+    """End of the allocation once started (the ghost's end once done)."""
+    placeholders: tuple[PlaceholderInfo, ...] = ()
+
+
+class DrainInfo(Frozen):
+    """A cluster's drain after ``drain`` or ``resume``: who drained it, since when and why
+    (all None once resumed)."""
+
+    cluster: Name
+    drained: bool
+    since: Time | None = None
+    by: UserName | None = None
+    reason: str | None = None
 
 
 #: Bounds of a job submitted through the bridge's front end (``POST .../jobs``): the whole body

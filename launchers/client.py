@@ -30,6 +30,8 @@ from coorm_bridge.paths import default_socket
 from coorm_bridge.protocol import (
     API_PREFIX,
     MAX_WAIT,
+    AdminSession,
+    DrainInfo,
     ErrorBody,
     EventPage,
     Health,
@@ -62,6 +64,8 @@ _CAPS = TypeAdapter(list[CAP])
 _JOB_ANSWER = TypeAdapter(JobAnswer)
 _JOBS = TypeAdapter(list[JobInfo])
 _JOB = TypeAdapter(JobInfo)
+_ADMIN_SESSIONS = TypeAdapter(list[AdminSession])
+_DRAIN = TypeAdapter(DrainInfo)
 #: Bytes of a non-JSON error body quoted in the message: enough to recognise a proxy's page.
 _SNIPPET = 200
 
@@ -274,6 +278,27 @@ class BridgeClient:
     def health(self) -> Health:
         return self._call("GET", "/health", _HEALTH)
 
+    # -- admin commands (coorm-bridge sessions, cancel, drain, resume) ----------------------------
+
+    def all_sessions(self, user: str | None = None, state: str | None = None) -> list[AdminSession]:
+        """Every session with its placeholders (an admin's view; a user sees their own),
+        optionally of one user and in one state."""
+        params = {k: v for k, v in (("user", user), ("state", state)) if v is not None}
+        return self._call("GET", "/admin/sessions", _ADMIN_SESSIONS, params=params)
+
+    def cancel(self, session: str, reason: str) -> StateAnswer:
+        """End a session by force (its owner, or an admin): its launcher gets ``reason``."""
+        return self._call("POST", _path(session, "cancel"), _STATE, body={"reason": reason})
+
+    def drain(self, cluster: str, reason: str | None = None) -> DrainInfo:
+        """No new placeholder on ``cluster`` until resumed (admins only)."""
+        body = {} if reason is None else {"reason": reason}
+        return self._call("POST", _cluster_path(cluster, "drain"), _DRAIN, body=body)
+
+    def resume(self, cluster: str) -> DrainInfo:
+        """Placeholders may be made on ``cluster`` again (admins only)."""
+        return self._call("POST", _cluster_path(cluster, "resume"), _DRAIN)
+
     def follow(
         self,
         session: str,
@@ -374,6 +399,10 @@ def _verification_failure(error: BaseException) -> ssl.SSLCertVerificationError 
 def _path(session: str, *rest: str) -> str:
     """A session's URL path; the id is quoted so it cannot reach another path."""
     return "/".join(("/sessions", quote(session, safe=""), *rest))
+
+
+def _cluster_path(cluster: str, action: str) -> str:
+    return f"/admin/clusters/{quote(cluster, safe='')}/{action}"
 
 
 def _refusal(answer: requests.Response) -> BridgeError:

@@ -58,7 +58,7 @@ def estimate_text(estimated: int | None, now: float, requested: bool, state: str
     if not requested:
         return "no request yet"
     if estimated is None:
-        return "never (larger than the platform)"
+        return "never for now (larger than the platform, or a cluster drained for maintenance)"
     left = int(estimated - now)
     return (
         f"start {clock(estimated)} (now)"

@@ -26,6 +26,10 @@ MOCK = {"kind": "mock", "platform": "platform.toml"}
 #: every 0.2 s, each cluster polled every 0.5 s.
 POLICY = {"interval": 0.2, "fair_start": 2}
 PLACEMENT = {"poll_interval": 0.5}
+#: The [limits] of a daemon test unless it says otherwise: one user may hold the whole platform
+#: (by default half of it: tests/daemon/test_daemon_limits.py), for the tests of placement ask
+#: for whole clusters.
+LIMITS = {"held_share": 1.0}
 
 _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -74,6 +78,8 @@ def _table(lines: list[str], path: tuple[str, ...], table: Mapping[str, Any]) ->
     for key, value in nested.items():
         name = ".".join(_key(k) for k in (*path, key))
         if isinstance(value, Mapping):
+            if not value and not path:
+                continue  # an empty top-level table is its defaults: left out
             lines.append(f"[{name}]")
             _table(lines, (*path, key), value)
         else:
@@ -90,14 +96,17 @@ def config(
     tokens: Mapping[str, str] | None = None,
     policy: Mapping[str, Any] | None = None,
     placement: Mapping[str, Any] | None = None,
+    limits: Mapping[str, Any] | None = None,
     **bridge: Any,
 ) -> str:
     """A daemon's coorm-bridge.toml: its socket ``bridge.sock`` and state ``state`` in its
     folder; TCP on 127.0.0.1:``port`` (and ``tcp``'s keys: TLS) with ``tokens`` (token ->
     user) when a port is given;
     ``policy`` and ``placement`` (default :data:`POLICY` and :data:`PLACEMENT`; a key set to
-    None is left out); ``adapter`` the [adapter] table (its clusters, systems and links as lists
-    of mappings); ``bridge`` more keys of [bridge]."""
+    None is left out); ``limits`` the [limits] table (default :data:`LIMITS`; ``{}`` leaves it
+    out, for a test that writes its own); ``adapter`` the
+    [adapter] table (its clusters, systems and links as lists of mappings); ``bridge`` more
+    keys of [bridge]."""
     table: dict[str, Any] = {"socket": "bridge.sock", "state_dir": "state", **bridge}
     if port is not None:
         table["tcp"] = {"host": "127.0.0.1", "port": port, **(tcp or {})}
@@ -108,6 +117,7 @@ def config(
             "bridge": table,
             "policy": POLICY if policy is None else policy,
             "placement": PLACEMENT if placement is None else placement,
+            "limits": LIMITS if limits is None else limits,
             "adapter": adapter,
         }
     )

@@ -13,7 +13,7 @@ from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
-from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.config import Config, LimitSettings, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
@@ -21,6 +21,10 @@ from coorm_bridge.store import Store
 T0 = 1_000_000
 #: Two clusters of 8 and 4 hosts.
 HOSTS = {"c1": 8, "c2": 4}
+#: The [limits] of these sites unless a test gives its own: one user may hold the whole platform
+#: (by default half of it, and a week at a time: tests/service/test_limits.py), for the tests of
+#: placement ask for whole clusters.
+LIMITS = LimitSettings(held_share=1.0)
 
 
 def platform(hosts: Mapping[str, int] = HOSTS, start: int | None = T0) -> str:
@@ -64,7 +68,7 @@ class Site:
                     **(placement or {}),
                 }
             ),
-            **(config or {}),
+            **{"limits": LIMITS, **(config or {})},
         )
         self.clusters = list(hosts)
         self.store = Store(folder / "bridge.sqlite")

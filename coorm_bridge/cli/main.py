@@ -1,15 +1,19 @@
-"""``coorm-bridge``: run the daemon (``serve``), look at it (``status``), try it (``demo``)."""
+"""``coorm-bridge``: run the daemon (``serve``), look at it (``status``), try it (``demo``), and
+the admin commands (``sessions``, ``cancel``, ``drain``, ``resume``)."""
 
 from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from coorm_bridge import __version__
+from coorm_bridge.cli.admin import cancel_session, drain_cluster, list_sessions, resume_cluster
+from coorm_bridge.cli.check import check_command
 from coorm_bridge.cli.demo import run_demo
 from coorm_bridge.cli.serve import serve_command
 from coorm_bridge.cli.status import show_status
+from coorm_bridge.core.states import AppState
 
 CONFIG_ENV = "COORM_BRIDGE_CONFIG"
 
@@ -35,10 +39,21 @@ def build_parser() -> argparse.ArgumentParser:
         help=f"TOML configuration (default: ${CONFIG_ENV}, else built-in defaults)",
     )
     serve.add_argument("--log-level", default="info", choices=["debug", "info", "warning"])
+    serve.add_argument(
+        "--check",
+        action="store_true",
+        help="check the configuration and every batch system it names (reachable, the bridge's "
+        "rights), print what was found and exit: 0 all is well, 2 something to correct, 1 a batch "
+        "system that does not answer; changes nothing, works beside the running daemon",
+    )
 
     for name, text in (
         ("status", "show clusters, their availability and sessions"),
         ("demo", "two applications co-allocated across two clusters"),
+        ("sessions", "list every session with its placeholders (admins; a user sees their own)"),
+        ("cancel", "end a session by force; its launcher is told the reason"),
+        ("drain", "make no new placeholder on a cluster until it is resumed (admins)"),
+        ("resume", "let placeholders be made on a drained cluster again (admins)"),
     ):
         sub = commands.add_parser(name, help=text, description=text)
         sub.add_argument(
@@ -57,6 +72,20 @@ def build_parser() -> argparse.ArgumentParser:
             help="PEM file to verify an https bridge's certificate against (default: "
             "$REQUESTS_CA_BUNDLE, else the system's CAs)",
         )
+        if name == "sessions":
+            sub.add_argument("--user", default=None, help="only this user's sessions")
+            sub.add_argument(
+                "--state", default=None, choices=[s.value for s in AppState], help="only these"
+            )
+        if name == "cancel":
+            sub.add_argument("session", help="the session's id (see coorm-bridge sessions)")
+            sub.add_argument(
+                "--reason", required=True, help="why, told to its launcher (1 to 500 characters)"
+            )
+        if name in ("drain", "resume"):
+            sub.add_argument("cluster", help="the cluster's name")
+        if name == "drain":
+            sub.add_argument("--reason", default=None, help="why (shown with the drain, logged)")
         if name == "demo":
             sub.add_argument(
                 "--start-daemon",
@@ -66,15 +95,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The admin commands, each from its parsed arguments.
+ADMIN_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "sessions": lambda a: list_sessions(a.url, a.token, a.ca, a.user, a.state),
+    "cancel": lambda a: cancel_session(a.url, a.token, a.ca, a.session, a.reason),
+    "drain": lambda a: drain_cluster(a.url, a.token, a.ca, a.cluster, a.reason),
+    "resume": lambda a: resume_cluster(a.url, a.token, a.ca, a.cluster),
+}
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.command == "serve" and args.check:
+        return check_command(args.config)
     if args.command == "serve":
         return serve_command(args.config, args.log_level)
     if args.command == "status":
         return show_status(args.url, args.token, args.ca)
     if args.command == "demo":
         return run_demo(args.url, args.token, start_daemon=args.start_daemon, ca=args.ca)
+    if args.command in ADMIN_COMMANDS:
+        return ADMIN_COMMANDS[args.command](args)
     parser.print_help()
     return 0
 

@@ -12,7 +12,7 @@ from coorm_bridge import __version__
 from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.http.app import Notifier, create_app
 from coorm_bridge.http.server import ServerError, serve
-from coorm_bridge.http.signals import StopSignals
+from coorm_bridge.http.signals import ReloadSignal, StopSignals
 from coorm_bridge.http.tls import TlsFiles
 from coorm_bridge.service.config import Config, ConfigError, TcpListen, load_config
 from coorm_bridge.service.wiring import build
@@ -59,9 +59,13 @@ def serve_command(path: str | None, level: str) -> int:
 
 def run(config: Config, on_ready: Callable[[list[str]], None] | None = None) -> None:
     """Run the daemon until SIGTERM or SIGINT. The stop answers the long polls at once (the
-    notifier), then the service closes; signals that come meanwhile are ignored."""
+    notifier), then the service closes; signals that come meanwhile are ignored. SIGHUP
+    re-reads the file's limits, admins and tokens (:mod:`coorm_bridge.service.settings`)."""
     service = build(config)
-    with StopSignals() as signals:  # held from when it serves until the service is closed
+    with (
+        StopSignals() as signals,  # held from when it serves until the service is closed
+        ReloadSignal(lambda: service.settings.reload(by="SIGHUP")),
+    ):
         try:
             service.loop.start()
             # What start-up allocated lives as long as the daemon: keep it out of the cyclic

@@ -33,27 +33,31 @@ def show_status(url: str | None, token: str | None, ca: str | None = None) -> in
     except BridgeError as error:
         print(f"coorm-bridge status: {escaped(str(error))}", file=sys.stderr)
         return 1
-    print(f"coorm-bridge at {escaped(where)}: {health.status}, time {_clock(health.time)}")
+    print(f"coorm-bridge at {escaped(where)}: {health.status}, time {clock(health.time)}")
     for problem in health.problems:  # what only an admin can fix, with the remedy
         clusters = ", ".join(problem.clusters)
         print(f"  {problem.kind} on {escaped(clusters)}: {escaped(problem.message)}")
+    if health.drained:  # an admin's coorm-bridge drain: nothing new is placed there
+        print(
+            f"  drained (no new placeholders until resumed): {escaped(', '.join(health.drained))}"
+        )
     rows = [
         (
             info.name,
             str(info.hosts),
-            health.clusters[info.name].status if info.name in health.clusters else "?",
+            _batch(health, info.name),
             _free_now(caps.get(info.name)),
             _later(caps.get(info.name), health.time),
         )
         for info in infos
     ]
     print()
-    _table(("CLUSTER", "HOSTS", "BATCH", "FREE NOW", "FREE LATER (time: hosts)"), rows)
+    table(("CLUSTER", "HOSTS", "BATCH", "FREE NOW", "FREE LATER (time: hosts)"), rows)
     print()
     if not sessions:
         print("no sessions")
         return 0
-    _table(
+    table(
         ("SESSION", "OWNER", "NAME", "STATE", "REQUEST", "START", "END"),
         [_session_row(s, health) for s in sessions],
     )
@@ -67,8 +71,13 @@ def _session_row(s: SessionInfo, health: Health) -> tuple[str, ...]:
         else " ".join(f"{c}:{n}" for c, n in s.request.nodes.items()) + f" {s.request.duration}s"
     )
     start = s.started_at if s.started_at is not None else s.estimated_start
-    shown_start = "never" if start is None and s.request is not None else _clock(start)
-    return (s.session, s.owner, s.name or "-", s.state.value, request, shown_start, _clock(s.end))
+    shown_start = "never" if start is None and s.request is not None else clock(start)
+    return (s.session, s.owner, s.name or "-", s.state.value, request, shown_start, clock(s.end))
+
+
+def _batch(health: Health, cluster: str) -> str:
+    status = health.clusters[cluster].status if cluster in health.clusters else "?"
+    return f"{status}, drained" if cluster in health.drained else status
 
 
 def _free_now(cap: CAP | None) -> str:
@@ -78,18 +87,18 @@ def _free_now(cap: CAP | None) -> str:
 def _later(cap: CAP | None, now: int) -> str:
     if cap is None:
         return "?"
-    steps = [f"{_clock(t)}: {n}" for t, n in cap.steps[1 : SHOWN_STEPS + 1]]
+    steps = [f"{clock(t)}: {n}" for t, n in cap.steps[1 : SHOWN_STEPS + 1]]
     more = len(cap.steps) - 1 - SHOWN_STEPS
     return ", ".join(steps) + (f" (+{more} more)" if more > 0 else "") if steps else "-"
 
 
-def _clock(t: int | None) -> str:
+def clock(t: int | None) -> str:
     if t is None:
         return "-"
     return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+def table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     cells = [[escaped(str(x)) for x in line] for line in (header, *rows)]
     widths = [max(len(x) for x in column) for column in zip(*cells, strict=True)]
     for line in cells:

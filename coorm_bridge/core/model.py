@@ -94,6 +94,22 @@ def _check_label(value: str) -> str:
 Label = Annotated[str, Field(max_length=256), AfterValidator(_check_label)]
 
 
+def _check_said(value: str) -> str:
+    if not value.strip():
+        raise ValueError("say something: the text is only spaces")
+    return value
+
+
+#: Why an admin or a user acts (a session cancelled, a cluster drained): printable, 1 to 500
+#: characters, not only spaces; it goes to launchers and to the log as it is.
+Reason = Annotated[
+    str,
+    Field(min_length=1, max_length=500),
+    AfterValidator(_check_label),
+    AfterValidator(_check_said),
+]
+
+
 def describe(error: ValidationError) -> str:
     """A validation error as one line of ``key.sub: why`` items, for files users edit by hand."""
     return "; ".join(
@@ -298,3 +314,8 @@ class Request(Frozen):
     @property
     def clusters(self) -> tuple[str, ...]:
         return tuple(self.nodes)
+
+    @property
+    def hosts(self) -> int:
+        """Hosts in all, every cluster together (what the per-user limits count)."""
+        return sum(self.nodes.values())

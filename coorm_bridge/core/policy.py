@@ -16,7 +16,7 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.core.model import MAX_TIME, Frozen, Name, Request, Time
+from coorm_bridge.core.model import MAX_TIME, Frozen, Name, Request, Time, UserName
 from coorm_bridge.core.profile import Profile, earliest_common_start
 from coorm_bridge.core.states import HOLDING, PLACED, AppState, check, transition
 
@@ -39,6 +39,8 @@ class Application(Frozen):
     """One row of the application table, as the policy needs it."""
 
     id: Name
+    owner: UserName | None = None
+    """Whose it is: an owner with a cap on hosts held at once is never started past it."""
     order: Annotated[int, Field(ge=0, strict=True)]
     """Subscription order: the implicit priority (lower goes first)."""
     clusters: tuple[Name, ...]
@@ -163,9 +165,18 @@ class Policy:
         self._base: tuple[Profile, ...] = ()
         self._memo: dict[str, _Memo] = {}
 
-    def plan(self, free: Mapping[str, Profile], apps: Iterable[Application], now: int) -> Plan:
+    def plan(
+        self,
+        free: Mapping[str, Profile],
+        apps: Iterable[Application],
+        now: int,
+        held_caps: Mapping[str, int] | None = None,
+    ) -> Plan:
         """One pass of the policy; ``free``: hosts the batch systems leave free (foreign load
-        subtracted)."""
+        subtracted); ``held_caps``: per owner, the most hosts their applications may hold at
+        once (all clusters together). An application whose start would pass its owner's cap
+        starts later, when the owner's earlier ones leave room: the owner's headroom is one
+        more profile its request must fit in, reserved like a cluster's."""
         clusters = tuple(sorted(free))
         if clusters != self._clusters:
             self._clusters, self._base, self._memo = clusters, (), {}
@@ -174,6 +185,7 @@ class Policy:
         _check_unique(table)
         outcomes, holding, expired = self._settle_holders(table, now)
         state = self._base = self._make_base(free, holding, index, now)
+        headroom = _headroom(held_caps or {}, holding, self.config.fair_start, now)
         to_start: list[str] = []
         changed: list[str] = []
         views: dict[str, tuple[tuple[int, ...], tuple[Profile, ...]]] = {}
@@ -191,9 +203,11 @@ class Policy:
             seen_views = old.views if old else _Seen()
             entry = _Memo(app.request, (), (), (), None, state, seen_views, app.not_before or 0)
             if app.request is not None:
-                recomputed += self._place(app.request, entry, old, index, now)
+                room = None if app.owner is None else headroom.get(app.owner)
+                recomputed += self._place(app.request, entry, old, index, now, room=room)
                 if entry.start is not None:
                     state = _replace(state, entry.wanted, entry.reserved)
+                    _take(headroom, app.owner, app.request, entry.start)
             new_state: AppState = app.state
             if new_state is AppState.REQUEST_SENT:
                 new_state = transition(new_state, AppState.WAITING)
@@ -249,30 +263,42 @@ class Policy:
 
     @staticmethod
     def _place(
-        request: Request, entry: _Memo, old: _Memo | None, index: Mapping[str, int], now: int
+        request: Request,
+        entry: _Memo,
+        old: _Memo | None,
+        index: Mapping[str, int],
+        now: int,
+        *,
+        room: Profile | None = None,
     ) -> int:
         """Fill ``entry`` with the request's start and reservation; 1 if searched, 0 if reused.
 
-        Reused when the request, its earliest allowed start and the profiles of the clusters it
-        asks for are those of the previous pass, and the start found then is not in the past.
+        ``room``: the owner's headroom under their cap, which the request must fit in too.
+        Reused when the request, its earliest allowed start, the profiles of the clusters it
+        asks for and the owner's headroom are those of the previous pass, and the start found
+        then is not in the past.
         """
         same = old is not None and old.request == request and old.not_before == entry.not_before
         wanted = old.wanted if old is not None and same else _indices(request, index)
         state = entry.view
         inputs = tuple(state[i] for i in wanted) if -1 not in wanted else ()
+        if inputs and room is not None:
+            inputs = (*inputs, room)
         entry.wanted = wanted
         fresh = old is not None and (old.start is None or old.start >= now)
         if old is not None and same and fresh and old.inputs == inputs:
             entry.inputs, entry.reserved, entry.start = old.inputs, old.reserved, old.start
             return 0
-        demands = zip(inputs, request.nodes.values(), strict=True)
+        hosts = tuple(request.nodes.values())
+        demands = zip(inputs, (*hosts, request.hosts) if room is not None else hosts, strict=True)
         after = max(now, entry.not_before)
         start = earliest_common_start(demands, request.duration, after) if inputs else None
         if start is not None and start > MAX_TIME - request.duration:
             # Behind a queue of long requests a start can pass year 9999: no time the bridge
             # could state, store or give a batch system. Such a request never fits.
             start = None
-        entry.inputs, entry.reserved, entry.start = inputs, _reserve(inputs, request, start), start
+        reserved = _reserve(inputs[: len(hosts)], request, start)
+        entry.inputs, entry.reserved, entry.start = inputs, reserved, start
         return 1
 
     def _make_base(
@@ -301,6 +327,30 @@ class Policy:
             same = previous and (previous[i] is profile or previous[i].truncated(now) == profile)
             base[i] = previous[i] if same else profile
         return tuple(base)
+
+
+def _headroom(
+    caps: Mapping[str, int], holding: list[Application], fair_start: int, now: int
+) -> dict[str, Profile]:
+    """Per capped owner, how many more hosts they may hold over time: the cap less what their
+    started applications and ghosts hold (below zero when the cap was lowered under them)."""
+    if not caps:
+        return {}
+    room = {owner: Profile.constant(cap) for owner, cap in caps.items()}
+    for app in holding:
+        if app.owner in room:
+            assert app.request is not None
+            assert app.started_at is not None
+            end = app.hold_end(fair_start)
+            room[app.owner] = room[app.owner].add(-app.request.hosts, app.started_at, end)
+    return {owner: profile.truncated(now) for owner, profile in room.items()}
+
+
+def _take(headroom: dict[str, Profile], owner: str | None, request: Request, start: int) -> None:
+    """A placed request of a capped owner takes its hosts from the owner's headroom."""
+    if owner is not None and owner in headroom:
+        end = start + request.duration
+        headroom[owner] = headroom[owner].add(-request.hosts, start, end)
 
 
 def _check_unique(table: list[Application]) -> None:

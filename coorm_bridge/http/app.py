@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
@@ -141,7 +141,8 @@ _error = error_response
 
 def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> FastAPI:
     """The ASGI application over ``service``; ``tokens`` maps bearer tokens to users (default:
-    the config's). While it serves, its notifier is one of the service's listeners."""
+    those in force in the service's settings, read at each request: a reload changes them).
+    While it serves, its notifier is one of the service's listeners."""
     notifier = Notifier(service.stats)
     registry = CollectorRegistry(auto_describe=True)
     registry.register(BridgeCollector(service))
@@ -165,10 +166,11 @@ def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> Fas
     )
     app.state.bridge = service.bridge
     app.state.jobs = service.jobs
+    app.state.admin = service.admin
     app.state.passes = service.passes
     app.state.stats = service.stats
     app.state.interval = service.config.policy.interval
-    app.state.tokens = dict(tokens if tokens is not None else service.config.bridge.tokens)
+    app.state.tokens = _token_source(service, tokens)
     app.state.notifier = notifier
     app.state.registry = registry
     app.include_router(router, prefix=API_PREFIX)
@@ -181,6 +183,18 @@ def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> Fas
     app.add_exception_handler(Exception, _bug)
     app.add_middleware(LimitBody)
     return app
+
+
+def _token_source(
+    service: Service, tokens: Mapping[str, str] | None
+) -> Callable[[], Mapping[str, str]]:
+    """Where the identity reads the tokens at each request: the settings in force, or the
+    fixed ``tokens`` a test gives."""
+    if tokens is None:
+        settings = service.settings
+        return lambda: settings.current.tokens
+    fixed = dict(tokens)
+    return lambda: fixed
 
 
 async def _refused(

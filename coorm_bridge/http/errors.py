@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from coorm_bridge.service.errors import (
     Conflict,
     Invalid,
+    NotAdmin,
     NotFound,
     NotYours,
     OverLimit,
@@ -33,6 +34,7 @@ STATUSES: dict[type[Exception], tuple[int, str]] = {
     Conflict: (409, "conflict"),
     OverLimit: (403, "over_limit"),
     NotYours: (403, "forbidden"),
+    NotAdmin: (403, "forbidden"),
     SessionError: (400, "bad_request"),
     Unauthenticated: (401, "unauthenticated"),
     Forbidden: (403, "forbidden"),

@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import hmac
 import pwd
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from anyio import to_thread
@@ -22,12 +22,23 @@ from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from coorm_bridge.core.messages import CAP
-from coorm_bridge.core.model import MAX_SEQ, USER_NAME_PATTERN, ClusterInfo, Interconnect
+from coorm_bridge.core.model import (
+    MAX_SEQ,
+    USER_NAME_PATTERN,
+    ClusterInfo,
+    Interconnect,
+    UserName,
+)
 from coorm_bridge.core.model import Request as NodesRequest
+from coorm_bridge.core.states import AppState
 from coorm_bridge.http.errors import Forbidden, Unauthenticated
 from coorm_bridge.http.server import peer_of
 from coorm_bridge.protocol import (
     MAX_WAIT,
+    AdminSession,
+    CancelBody,
+    DrainBody,
+    DrainInfo,
     ErrorBody,
     EventPage,
     Health,
@@ -40,6 +51,7 @@ from coorm_bridge.protocol import (
     SubscribeBody,
     Subscribed,
 )
+from coorm_bridge.service.admin import Admin
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.jobs import JobDesk
 from coorm_bridge.service.passes import PassRunner
@@ -76,7 +88,7 @@ def caller(request: Request) -> str:
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token:
-        tokens: dict[str, str] = request.app.state.tokens
+        tokens: Mapping[str, str] = request.app.state.tokens()  # those in force now
         for known, user in tokens.items():
             if hmac.compare_digest(known.encode(), token.strip().encode()):
                 return user
@@ -94,9 +106,15 @@ def the_jobs(request: Request) -> JobDesk:
     return jobs
 
 
+def the_admin(request: Request) -> Admin:
+    admin: Admin = request.app.state.admin
+    return admin
+
+
 User = Annotated[str, Depends(caller)]
 TheBridge = Annotated[Bridge, Depends(the_bridge)]
 TheJobs = Annotated[JobDesk, Depends(the_jobs)]
+TheAdmin = Annotated[Admin, Depends(the_admin)]
 
 
 async def blocking(call: Callable[[], Any]) -> Any:
@@ -242,6 +260,44 @@ async def cancel_job(jobs: TheJobs, session_id: str, job_id: str, user: User) ->
     """Cancel a job: its process gets SIGTERM, then SIGKILL after a grace (done by the worker,
     so the answer is only that it is asked)."""
     info: JobInfo = await blocking(lambda: jobs.cancel(user, session_id, job_id))
+    return info
+
+
+@router.post("/sessions/{session_id}/cancel")
+async def cancel(admin: TheAdmin, session_id: str, body: CancelBody, user: User) -> StateAnswer:
+    """End a session by force (its owner, or an admin): its launcher gets the reason, its
+    placeholders are released and its jobs cancelled soon after the answer."""
+    row = await blocking(lambda: admin.cancel(user, session_id, body.reason))
+    return StateAnswer(session=row.id, state=row.state)
+
+
+@router.get("/admin/sessions")
+async def admin_sessions(
+    admin: TheAdmin,
+    user: User,
+    owner: Annotated[UserName | None, Query(alias="user")] = None,
+    state: AppState | None = None,
+) -> list[AdminSession]:
+    """Every session with its placeholders (an admin's view; a user's own otherwise), in
+    priority order, optionally of one user and in one state."""
+    found: list[AdminSession] = await blocking(lambda: admin.sessions(user, owner, state))
+    return found
+
+
+@router.post("/admin/clusters/{cluster}/drain")
+async def drain(
+    admin: TheAdmin, cluster: str, user: User, body: DrainBody | None = None
+) -> DrainInfo:
+    """No new placeholder on the cluster until it is resumed (admins only)."""
+    reason = None if body is None else body.reason
+    info: DrainInfo = await blocking(lambda: admin.drain(user, cluster, reason))
+    return info
+
+
+@router.post("/admin/clusters/{cluster}/resume")
+async def resume(admin: TheAdmin, cluster: str, user: User) -> DrainInfo:
+    """Placeholders may be made on the cluster again (admins only)."""
+    info: DrainInfo = await blocking(lambda: admin.resume(user, cluster))
     return info
 
 

@@ -1,4 +1,5 @@
-"""SIGTERM and SIGINT for a process that serves until told to stop, then closes what it runs.
+"""SIGTERM and SIGINT for a process that serves until told to stop, then closes what it runs;
+SIGHUP for a reload of its settings.
 
 The first signal asks the server to stop; every later one, until the process is done closing, is
 noted and ignored. uvicorn's own handling would turn a second SIGINT into a forced exit, which
@@ -69,3 +70,40 @@ class StopSignals:
         self.received.append(sig)
         if len(self.received) == 1 and self._stop is not None:
             self._stop()
+
+
+class ReloadSignal:
+    """While entered, SIGHUP (``systemctl reload``) calls ``reload`` on a thread of its own, one
+    reload at a time: reading and checking the file is no work for a signal handler, which
+    interrupts the main thread wherever it is (the server's event loop). Outside, SIGHUP keeps
+    what it did before; in the main thread only, as for :class:`StopSignals`."""
+
+    def __init__(self, reload: Callable[[], object]) -> None:
+        self._reload = reload
+        self._one = threading.Lock()
+        self._previous: Any = None
+
+    def __enter__(self) -> Self:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGHUP, self._handle)
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGHUP, self._previous)
+            self._previous = None
+
+    def _handle(self, sig: int, frame: FrameType | None) -> None:
+        threading.Thread(target=self._run, name="reload", daemon=True).start()
+
+    def _run(self) -> None:
+        with self._one:
+            try:
+                self._reload()
+            except Exception:
+                log.exception("reload failed; the settings in force stay")

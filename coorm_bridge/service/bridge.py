@@ -25,11 +25,13 @@ from coorm_bridge.protocol import ClusterHealth, Health, RequestAnswer, SessionI
 from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
-from coorm_bridge.service.errors import Conflict, Invalid, NotFound, OverLimit
-from coorm_bridge.service.passes import PassRunner, application_of
+from coorm_bridge.service.errors import Conflict, Invalid, NotFound
+from coorm_bridge.service.limits import UserLimits
+from coorm_bridge.service.passes import PassRunner, session_end
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.settings import Settings
 from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
@@ -39,17 +41,21 @@ log = logging.getLogger(__name__)
 
 
 class Bridge:
-    """The session API. ``adapter.now()`` is the bridge's clock; ``passes`` gives the last
-    pass's views, ``poller`` and ``problems`` what health shows; ``due`` asks for a pass and
-    ``stats`` counts them; ``lock`` is the bridge's lock."""
+    """The session API. ``adapter.now()`` is the bridge's clock; ``settings`` the admins in
+    force, read at each call (a reload changes them); ``limits`` refuses what a user may not ask
+    for (its ``[limits]`` read in force too); ``passes`` gives the last pass's views, ``poller``
+    and ``problems`` what health shows; ``due`` asks for a pass and ``stats`` counts them;
+    ``lock`` is the bridge's lock."""
 
     def __init__(
         self,
         *,
         config: Config,
+        settings: Settings,
         adapter: Adapter,
         store: Store,
         catalogue: Catalogue,
+        limits: UserLimits,
         passes: PassRunner,
         poller: Poller,
         problems: Problems,
@@ -60,9 +66,11 @@ class Bridge:
         lock: AbstractContextManager[object],
     ) -> None:
         self.config = config
+        self.settings = settings
         self.adapter = adapter
         self.store = store
         self.catalogue = catalogue
+        self.limits = limits
         self.passes = passes
         self.poller = poller
         self.problems = problems
@@ -71,7 +79,6 @@ class Bridge:
         self.due = due
         self.stats = stats
         self._lock = lock
-        self.admins = frozenset(config.bridge.admins)
 
     @property
     def infos(self) -> list[ClusterInfo]:
@@ -88,7 +95,7 @@ class Bridge:
     # -- identity ---------------------------------------------------------------------------
 
     def is_admin(self, user: str) -> bool:
-        return user in self.admins
+        return user in self.settings.current.admins
 
     def own(self, user: str, session_id: str) -> SessionRow:
         """The session if ``user`` may act on it; unknown and foreign sessions look the same
@@ -110,15 +117,9 @@ class Bridge:
                 "the filter lets no cluster through; clusters: "
                 + ", ".join(f"{c.name} ({c.hosts} hosts)" for c in self.infos)
             )
+        self.limits.warm(user)  # the user's groups read, if need be, before the lock
         with self._lock:
-            limits, where = self.config.limits.of(user)
-            if limits.sessions is not None:
-                active = len(self.store.sessions(owner=user, states=ACTIVE))
-                if active >= limits.sessions:
-                    raise OverLimit(
-                        f"{user} has {active} sessions not ended, the most {where}.sessions "
-                        f"allows ({limits.sessions}): end or withdraw one first"
-                    )
+            self.limits.check_subscribe(user)
             row = self.store.create_session(user, name, filter, [c.name for c in seen], self.now())
             self.silence.heard(row.id, self.now())
             self.due.trigger()
@@ -134,9 +135,7 @@ class Bridge:
 
     def _info(self, row: SessionRow) -> SessionInfo:
         view = self.passes.view(row.id) if row.state in PLACED else None
-        end = row.alloc_end
-        if row.state in (AppState.FINISH_SENT, AppState.GHOST) and row.done_at is not None:
-            end = application_of(row).hold_end(self.config.policy.fair_start)
+        end = session_end(row, self.config.policy.fair_start)
         stale = set(self.poller.stale())
         return SessionInfo(
             session=row.id,
@@ -159,7 +158,9 @@ class Bridge:
     ) -> int:
         """request: replace the session's request; returns the pass count to wait for.
 
-        Validated against the clusters the session sees; refused once the session started."""
+        Validated against the clusters the session sees; refused once the session started, or
+        past its owner's limits."""
+        self.limits.warm(user)
         with self._lock:
             row = self.own(user, session_id)
             try:
@@ -170,7 +171,7 @@ class Bridge:
                 raise Invalid(describe(error)) from None
             if row.state not in PLACED:
                 raise Conflict(f"session {session_id} is {row.state}: its request is final")
-            self.config.limits.check_request(row.owner, request)
+            self.limits.check_request(row, request, self.now())
             self.store.update_session(
                 session_id, now=self.now(), state=AppState.REQUEST_SENT, request=request
             )
@@ -256,4 +257,5 @@ class Bridge:
             clusters=clusters,
             sessions=len(self.store.sessions(states=ACTIVE)),
             problems=problems,
+            drained=tuple(self.store.drained()),
         )

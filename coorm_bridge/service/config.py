@@ -28,10 +28,9 @@ from pydantic import (
 )
 
 from coorm_bridge.adapters.registry import AdapterSettings, read_settings
-from coorm_bridge.core.model import MAX_DURATION, Frozen, Name, Request, UserName, describe
+from coorm_bridge.core.model import MAX_DURATION, Frozen, Name, UserName, describe
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.paths import default_socket, state_dir
-from coorm_bridge.service.errors import OverLimit
 
 #: Longest placeholder prefix: instance (6), session (16), two dashes and a cluster's name (at
 #: least 12 characters, a digest completing a longer one) must still fit in 63 characters.
@@ -157,10 +156,19 @@ class PlacementSettings(Frozen):
 
 
 Bound = Annotated[int, Field(ge=1, le=10**9, strict=True)]
+#: Host-seconds: 10^9 hosts for about 30 years fits, and sums of them stay far from overflow.
+HostSeconds = Annotated[int, Field(ge=1, le=10**18, strict=True)]
+Share = Annotated[float, Field(gt=0, le=1, allow_inf_nan=False)]
+
+#: Default ``limits.duration``: a week, the longest wall time shared clusters commonly allow;
+#: longer work checkpoints and asks again.
+DEFAULT_DURATION = 7 * 24 * 3600
+#: Default ``limits.held_share``: one user holds at most half the platform's hosts at once.
+DEFAULT_HELD_SHARE = 0.5
 
 
 class Limits(Frozen):
-    """What one user may ask for (None: no limit)."""
+    """What one user may ask for and hold (None: not set in this table)."""
 
     sessions: Bound | None = None
     """Sessions not ended at once."""
@@ -168,34 +176,27 @@ class Limits(Frozen):
     """Hosts in one request, all clusters together."""
     duration: Bound | None = None
     """Seconds of one request."""
+    held_hosts: Bound | None = None
+    """Hosts held at once by the user's started sessions and ghosts, all clusters together."""
+    held_share: Share | None = None
+    """``held_hosts`` as a share of the platform's hosts (rounded down, at least one), for a
+    table that does not set ``held_hosts`` itself."""
+    reserved: HostSeconds | None = None
+    """Host-seconds of the user's requests not over yet: hosts times the time left (the whole
+    duration for one not started), summed over the user's sessions, the new request included."""
+    waiting: Bound | None = None
+    """Sessions with a request not started yet, at once."""
 
 
 class LimitSettings(Limits):
-    """``[limits]``: the same for every user, and ``[limits.user.NAME]`` tables for some."""
+    """``[limits]``: the same for every user, ``[limits.group.NAME]`` tables for the members of
+    a Unix group and ``[limits.user.NAME]`` tables for some users. Without the file one user
+    may still hold at most half the platform, a week at a time (see the README)."""
 
+    duration: Bound | None = DEFAULT_DURATION
+    held_share: Share | None = DEFAULT_HELD_SHARE
     user: dict[UserName, Limits] = Field(default_factory=dict)
-
-    def of(self, user: str) -> tuple[Limits, str]:
-        """The limits of ``user``, and where they are set (for messages)."""
-        own = self.user.get(user)
-        if own is None:
-            return self, "limits"
-        merged = {k: v if v is not None else getattr(self, k) for k, v in own}
-        return Limits.model_validate(merged), f"limits.user.{user}"
-
-    def check_request(self, user: str, request: Request) -> None:
-        """Raise OverLimit when ``request`` asks for more than ``user`` may."""
-        limits, where = self.of(user)
-        hosts = sum(request.nodes.values())
-        if limits.hosts is not None and hosts > limits.hosts:
-            raise OverLimit(
-                f"the request asks for {hosts} hosts; {where}.hosts allows {limits.hosts}"
-            )
-        if limits.duration is not None and request.duration > limits.duration:
-            raise OverLimit(
-                f"the request lasts {request.duration} s; {where}.duration allows "
-                f"{limits.duration} s"
-            )
+    group: dict[UserName, Limits] = Field(default_factory=dict)
 
 
 def _default_adapter() -> AdapterSettings:

@@ -31,3 +31,8 @@ class OverLimit(SessionError):
 class NotYours(SessionError):
     """The caller may see the session (an admin) but not act as its owner: only the owner's
     jobs run in its placeholders."""
+
+
+class NotAdmin(SessionError):
+    """Only the site's admins (``bridge.admins``) may do this: drain or resume a cluster, look
+    at other users' sessions."""

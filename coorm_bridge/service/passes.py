@@ -27,6 +27,7 @@ from coorm_bridge.placement.placeholders import RELEASING
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.enactor import Enactor, Hold, Intent, Release, Shrink, Start
+from coorm_bridge.service.limits import UserLimits
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.silence import Silence
@@ -39,6 +40,7 @@ log = logging.getLogger(__name__)
 class PassRunner:
     """Runs passes and remembers what launchers were told.
 
+    ``limits`` gives each owner's cap on hosts held at once, which the policy keeps to;
     ``lock`` is the bridge's lock, taken for a whole pass; ``passed`` is told after each one
     (the listeners: requests waiting for their estimate), and ``stats`` counts it. ``silence``
     withdraws the sessions whose launcher went silent, before each pass."""
@@ -49,6 +51,7 @@ class PassRunner:
         config: Config,
         adapter: Adapter,
         store: Store,
+        limits: UserLimits,
         policy: Policy,
         poller: Poller,
         recorder: Recorder,
@@ -62,6 +65,7 @@ class PassRunner:
         self.config = config
         self.adapter = adapter
         self.store = store
+        self.limits = limits
         self.policy = policy
         self.poller = poller
         self.recorder = recorder
@@ -114,7 +118,14 @@ class PassRunner:
         rows = {row.id: row for row in self.store.sessions(states=ACTIVE)}
         held = self._held()
         table = self._applications(rows, now)
-        result = self.policy.plan(self.poller.free(self._accounted(rows, held)), table, now)
+        free = self.poller.free(self._accounted(rows, held))
+        for cluster in self.store.drained().keys() & free.keys():
+            # Drained by an admin: nothing new fits there, so no placeholder is made; started
+            # sessions keep theirs (the policy settles them whatever is free), and waiting
+            # ones that want it wait, told they never fit, until it is resumed.
+            free[cluster] = Profile.constant(0)
+        caps = self.limits.held_caps(row.owner for row in rows.values())
+        result = self.policy.plan(free, table, now, caps)
         self.last = result
         broken: dict[str, Exception] = {}
         ended: set[str] = set()
@@ -345,6 +356,13 @@ def application_of(row: SessionRow, not_before: int | None = None) -> Applicatio
     """A stored session as the policy's application table wants it."""
     fields = {key: getattr(row, key) for key in _APP_FIELDS}
     return Application.model_validate({**fields, "not_before": not_before})
+
+
+def session_end(row: SessionRow, fair_start: int) -> int | None:
+    """When a session's hosts are given back: its allocation's end, its ghost's once done."""
+    if row.state in (AppState.FINISH_SENT, AppState.GHOST) and row.done_at is not None:
+        return application_of(row).hold_end(fair_start)
+    return row.alloc_end
 
 
 _APP_FIELDS: Final = tuple(name for name in Application.model_fields if name != "not_before")

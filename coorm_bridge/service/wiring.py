@@ -8,8 +8,9 @@ configuration (what ``coorm-bridge serve`` uses, with the HTTP server on top,
 :mod:`coorm_bridge.cli.serve`).
 
 Who drives what: the loop (:mod:`.loop`) polls, runs passes, enactments, reconciliations and
-the front end's jobs; the HTTP API calls the bridge (sessions), the job desk (jobs), and reads
-the stats; the listeners carry news from the recorder and the passes to the HTTP layer.
+the front end's jobs; the HTTP API calls the bridge (sessions), the job desk (jobs), the
+admin commands (:mod:`.admin`), and reads the stats; the listeners carry news from the
+recorder and the passes to the HTTP layer.
 """
 
 from __future__ import annotations
@@ -23,19 +24,23 @@ from coorm_bridge.core.batch import Misconfigured
 from coorm_bridge.core.policy import Policy
 from coorm_bridge.placement.placeholders import Placeholders
 from coorm_bridge.placement.reconcile import Reconciler
+from coorm_bridge.service.admin import Admin
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config, ConfigError
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.enactor import Enactor
+from coorm_bridge.service.groups import Groups
 from coorm_bridge.service.jobrunner import JobRunner
 from coorm_bridge.service.jobs import JobDesk
+from coorm_bridge.service.limits import UserLimits
 from coorm_bridge.service.listeners import Listeners
 from coorm_bridge.service.loop import Loop
 from coorm_bridge.service.passes import PassRunner, own_prefix
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.settings import Settings
 from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
@@ -65,6 +70,9 @@ class Service:
     stats and what else ``/metrics`` reads; tests step the loop and look at the parts."""
 
     config: Config
+    settings: Settings
+    """What a reload changes (limits, admins, tokens): the bridge and the HTTP identity read
+    them here at each request."""
     adapter: Adapter
     store: Store
     lock: threading.RLock
@@ -72,6 +80,7 @@ class Service:
     stats: Stats
     listeners: Listeners
     catalogue: Catalogue
+    limits: UserLimits
     poller: Poller
     problems: Problems
     placeholders: Placeholders
@@ -80,6 +89,7 @@ class Service:
     reconciler: Reconciler
     bridge: Bridge
     jobs: JobDesk
+    admin: Admin
     job_runner: JobRunner
     loop: Loop
     folder: StateLock | None = None
@@ -92,6 +102,7 @@ class Service:
             self.loop.stop()
             with self.lock:
                 self.adapter.close()
+            self.limits.groups.close()
             self.store.close()
         finally:
             if self.folder is not None:
@@ -110,6 +121,7 @@ def assemble(
     working = threading.Lock()  # held while batch systems change: one enactment or repair
     jobs_due = threading.Event()
     listeners = Listeners()
+    settings = Settings(config)
     due = Due()
     policy = Policy(config.policy)
     stats = Stats(policy=policy.counters)
@@ -126,6 +138,13 @@ def assemble(
         trigger=due.trigger,
         infos=infos,
         interconnect=interconnect,
+    )
+    limits = UserLimits(
+        settings=lambda: settings.current.limits,
+        store=store,
+        groups=Groups(),
+        total=lambda: sum(info.hosts for info in catalogue.infos),
+        fair_start=config.policy.fair_start,
     )
     enactor = Enactor(
         config=config,
@@ -144,6 +163,7 @@ def assemble(
         config=config,
         adapter=adapter,
         store=store,
+        limits=limits,
         policy=policy,
         poller=poller,
         recorder=recorder,
@@ -157,9 +177,11 @@ def assemble(
     reconciler = Reconciler(placeholders, lost=passes.lost)
     bridge = Bridge(
         config=config,
+        settings=settings,
         adapter=adapter,
         store=store,
         catalogue=catalogue,
+        limits=limits,
         passes=passes,
         poller=poller,
         problems=problems,
@@ -175,6 +197,18 @@ def assemble(
         catalogue=catalogue,
         lock=lock,
         own=bridge.own,
+        wake=jobs_due.set,
+    )
+    admin = Admin(
+        config=config,
+        adapter=adapter,
+        store=store,
+        catalogue=catalogue,
+        recorder=recorder,
+        due=due,
+        lock=lock,
+        own=bridge.own,
+        is_admin=bridge.is_admin,
         wake=jobs_due.set,
     )
     job_runner = JobRunner(adapter, store)
@@ -196,12 +230,14 @@ def assemble(
     )
     return Service(
         config=config,
+        settings=settings,
         adapter=adapter,
         store=store,
         lock=lock,
         stats=stats,
         listeners=listeners,
         catalogue=catalogue,
+        limits=limits,
         poller=poller,
         problems=problems,
         placeholders=placeholders,
@@ -210,6 +246,7 @@ def assemble(
         reconciler=reconciler,
         bridge=bridge,
         jobs=jobs,
+        admin=admin,
         job_runner=job_runner,
         loop=loop,
         folder=folder,

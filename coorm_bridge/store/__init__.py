@@ -7,6 +7,7 @@ machine (:mod:`coorm_bridge.core.states`) before it is written.
 
 from coorm_bridge.store.database import SchemaVersionError, StoreError
 from coorm_bridge.store.rows import (
+    DrainRow,
     JobCommand,
     JobRow,
     PlaceholderRow,
@@ -20,6 +21,7 @@ from coorm_bridge.store.store import Store
 
 __all__ = [
     "SCHEMA_VERSION",
+    "DrainRow",
     "JobCommand",
     "JobRow",
     "PlaceholderRow",

@@ -166,3 +166,12 @@ class JobRow(Frozen):
         if self.step == "running" and self.pid is None:
             raise ValueError(f"job {self.id} runs: it has a process")
         return self
+
+
+class DrainRow(Frozen):
+    """A cluster an admin drained: since when, by whom and why (``coorm-bridge drain``)."""
+
+    cluster: Name
+    since: Time
+    by: UserName
+    reason: Annotated[str, Field(max_length=500)] | None = None

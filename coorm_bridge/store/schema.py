@@ -14,10 +14,10 @@ from typing import Any, Final
 from pydantic import TypeAdapter
 
 from coorm_bridge.core.messages import Event
-from coorm_bridge.store.rows import JobRow, PlaceholderRow, SessionRow
+from coorm_bridge.store.rows import DrainRow, JobRow, PlaceholderRow, SessionRow
 
 #: Bump on any schema change, with a migration from the previous version.
-SCHEMA_VERSION: Final = 2
+SCHEMA_VERSION: Final = 3
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 
 JOBS: Final = (
@@ -32,8 +32,14 @@ JOBS: Final = (
     "CREATE INDEX jobs_by_session ON jobs (session_id, created)",
     "CREATE INDEX jobs_by_step ON jobs (step)",
 )
+#: Clusters an admin drained (``coorm-bridge drain``): no new placeholder is made there until
+#: resumed, and a restart keeps it so. IF NOT EXISTS: a store of version 1 gets it too.
+DRAINS: Final = (
+    """CREATE TABLE IF NOT EXISTS drained (
+        cluster TEXT PRIMARY KEY, since INTEGER NOT NULL, by TEXT NOT NULL, reason TEXT)""",
+)
 #: What brings a store of each older version to the next one (applied in one transaction).
-MIGRATIONS: Final = {1: JOBS}
+MIGRATIONS: Final = {1: JOBS, 2: DRAINS}
 
 SCHEMA: Final = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -52,13 +58,14 @@ SCHEMA: Final = (
         end INTEGER NOT NULL, hosts INTEGER NOT NULL, host_names TEXT NOT NULL,
         status TEXT NOT NULL, PRIMARY KEY (session_id, cluster))""",
     *JOBS,
+    *DRAINS,
 )
 
 
 JSON_COLUMNS: Final = frozenset({"filter", "clusters", "request", "host_names", "command"})
 
 
-def to_sql(row: SessionRow | PlaceholderRow | JobRow) -> dict[str, object]:
+def to_sql(row: SessionRow | PlaceholderRow | JobRow | DrainRow) -> dict[str, object]:
     """The row's columns as named parameters: nested values as JSON text, enums as strings."""
     data = row.model_dump(mode="json")
     return {k: json.dumps(v) if k in JSON_COLUMNS and v is not None else v for k, v in data.items()}

@@ -22,6 +22,7 @@ from typing import Final
 from coorm_bridge.core.messages import Event
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import FINAL, AppState, transition
+from coorm_bridge.store.drains import DrainQueries
 from coorm_bridge.store.jobs import JobQueries
 from coorm_bridge.store.rows import (
     PlaceholderRow,
@@ -41,8 +42,9 @@ _UNSET: Final = _Unset.UNSET
 _UPDATABLE: Final = ("state", "request", "estimated_start", "started_at", "done_at", "alloc_end")
 
 
-class Store(JobQueries):
-    """Sessions, events, placeholders and jobs in the database; thread-safe like it."""
+class Store(JobQueries, DrainQueries):
+    """Sessions, events, placeholders, jobs and drained clusters in the database; thread-safe
+    like it."""
 
     # -- sessions ----------------------------------------------------------------------------
 

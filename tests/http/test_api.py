@@ -16,49 +16,10 @@ from coorm_bridge.batchsim import WallClock, parse_platform
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.http.app import create_app
 from coorm_bridge.protocol import MAX_BODY
-from coorm_bridge.service.config import BridgeSettings, Config, PlacementSettings
+from coorm_bridge.service.config import BridgeSettings, Config, LimitSettings, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
-
-ALICE = "alice-token-0123456789"
-BOB = "bob-token-0123456789abc"
-ROOT = "root-token-0123456789ab"
-PLATFORM = """
-[[cluster]]
-name = "c1"
-hosts = 8
-[[cluster]]
-name = "c2"
-hosts = 4
-"""
-
-
-@pytest.fixture
-def service(tmp_path):
-    config = Config(
-        bridge=BridgeSettings(admins=("root",)),
-        policy=PolicyConfig(interval=0.05, fair_start=1),
-        placement=PlacementSettings(poll_interval=0.5),
-    )
-    adapter = MockAdapter(parse_platform(PLATFORM), WallClock())
-    store = Store(tmp_path / "bridge.sqlite")
-    service = assemble(config, adapter, store)
-    service.loop.start()
-    yield service
-    service.loop.stop()
-    store.close()
-
-
-@pytest.fixture
-def bridge(service):
-    return service.bridge
-
-
-@pytest.fixture
-def client(service):
-    app = create_app(service, tokens={ALICE: "alice", BOB: "bob", ROOT: "root"})
-    with TestClient(app, raise_server_exceptions=False) as client:
-        yield client
+from tests.http.api import ALICE, BOB, PLATFORM, ROOT
 
 
 def auth(token=ALICE):
@@ -273,6 +234,7 @@ def front(tmp_path):
         bridge=BridgeSettings(admins=("root",)),
         policy=PolicyConfig(interval=0.05, fair_start=1),
         placement=PlacementSettings(poll_interval=0.5),
+        limits=LimitSettings(held_share=1.0),  # one user may hold every host (default: half)
     )
     platform = parse_platform(PLATFORM)
     adapter = MockAdapter(platform, WallClock(), jobs=tmp_path / "jobs", run_jobs=True)

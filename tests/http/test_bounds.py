@@ -32,7 +32,7 @@ from coorm_bridge.core.profile import FOREVER, Profile
 from coorm_bridge.core.states import AppState
 from coorm_bridge.http.app import create_app
 from coorm_bridge.protocol import MAX_BODY
-from coorm_bridge.service.config import Config, ConfigError, parse_config
+from coorm_bridge.service.config import Config, ConfigError, LimitSettings, parse_config
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
@@ -44,7 +44,9 @@ HOSTILE = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
 @pytest.fixture
 def service(tmp_path):
     store = Store(tmp_path / "bridge.sqlite")
-    yield assemble(Config(), MockAdapter(parse_platform(PLATFORM), WallClock()), store)
+    # The API's bounds, not the site's limits: the longest duration is allowed (default: a week).
+    config = Config(limits=LimitSettings(duration=MAX_DURATION))
+    yield assemble(config, MockAdapter(parse_platform(PLATFORM), WallClock()), store)
     store.close()
 
 

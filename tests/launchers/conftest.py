@@ -31,10 +31,12 @@ SCRIPT = Path(sys.executable).with_name("coorm-launch")
 
 
 class Daemon(daemons.Daemon):
-    """The launchers' daemon: the mock with two clusters, its front end running jobs."""
+    """The launchers' daemon: the mock with two clusters, its front end running jobs. The tests
+    hold hosts as the launcher's own user (the test runs both), so no cap on held hosts."""
 
     def __init__(self, folder: Path, **adapter: Any) -> None:
-        config = daemons.config({**daemons.MOCK, "run_jobs": True, **adapter})
+        limits = {**daemons.LIMITS, "held_hosts": 10**6}
+        config = daemons.config({**daemons.MOCK, "run_jobs": True, **adapter}, limits=limits)
         super().__init__(folder, config, PLATFORM)
 
 

@@ -201,6 +201,47 @@ def test_session_ids_are_quoted(mock: responses.RequestsMock, client: BridgeClie
     assert mock.calls[0].request.path_url == "/v1/sessions/..%2Fclusters%3Fx"
 
 
+def test_admin_calls(mock: responses.RequestsMock, client: BridgeClient):
+    listed = {
+        "session": "s1",
+        "name": None,
+        "owner": "alice",
+        "state": "started",
+        "clusters": ["c1"],
+        "request": {"nodes": {"c1": 2}, "duration": 60},
+        "estimated_start": 10,
+        "created": 5,
+        "started_at": 10,
+        "done_at": None,
+        "end": 70,
+        "placeholders": [
+            {
+                "cluster": "c1",
+                "name": "coorm-x-s1-c1",
+                "status": "held",
+                "start": 10,
+                "end": 70,
+                "hosts": 2,
+                "host_names": ["n1", "n2"],
+            }
+        ],
+    }
+    only = [matchers.query_param_matcher({"user": "alice", "state": "started"})]
+    mock.get(f"{URL}/v1/admin/sessions", json=[listed], match=only)
+    reason = [matchers.json_params_matcher({"reason": "power work"})]
+    mock.post(
+        f"{URL}/v1/sessions/s1/cancel", json={"session": "s1", "state": "finished"}, match=reason
+    )
+    drained = {"cluster": "c1", "drained": True, "since": 5, "by": "ops", "reason": None}
+    mock.post(f"{URL}/v1/admin/clusters/c%2F1/drain", json=drained)
+    mock.post(f"{URL}/v1/admin/clusters/c%2F1/resume", json={"cluster": "c1", "drained": False})
+    (found,) = client.all_sessions(user="alice", state="started")
+    assert found.placeholders[0].host_names == ("n1", "n2")
+    assert client.cancel("s1", "power work").state is AppState.FINISHED
+    assert client.drain("c/1").by == "ops"  # the name is quoted: it cannot reach another path
+    assert client.resume("c/1").drained is False
+
+
 # -- authentication --------------------------------------------------------------------------
 
 

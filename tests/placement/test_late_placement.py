@@ -15,7 +15,7 @@ from coorm_bridge.core.batch import ReservationHandle, ReservationSpec
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.config import Config, LimitSettings, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
@@ -50,6 +50,7 @@ def bridge(tmp_path, hold_first=0):
     config = Config(
         policy=PolicyConfig(interval=1.0, fair_start=0),
         placement=PlacementSettings(poll_interval=5.0, hold_first=hold_first),
+        limits=LimitSettings(held_share=1.0),  # one user may hold every host (default: half)
     )
     return adapter, assemble(config, adapter, Store(tmp_path / "bridge.sqlite"))
 

@@ -13,7 +13,7 @@ from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.batch import AdapterError, JobSpec, NodeState, ReservationSpec
 from coorm_bridge.core.model import Filter, Link
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.config import Config
+from coorm_bridge.service.config import BridgeSettings, Config, LimitSettings
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
@@ -283,7 +283,9 @@ def test_a_silent_cluster_degrades_health_keeps_the_last_view_and_recovers(site)
 
 def test_users_see_and_act_only_on_their_own_sessions(tmp_path):
     site = Site(tmp_path)
-    site.bridge.admins = frozenset({"root"})
+    site.service.settings.apply(
+        site.config.model_copy(update={"bridge": BridgeSettings(admins=("root",))})
+    )
     sid = site.subscribe()
     for act in (
         lambda: site.bridge.info("mallory", sid),
@@ -486,7 +488,8 @@ def test_a_cluster_name_of_60_characters_gets_valid_placeholders(tmp_path):
     platform = f'start = {T0}\n[[cluster]]\nname = "{long}"\nhosts = 2\n'
     adapter = MockAdapter(parse_platform(platform), VirtualClock(T0))
     with Store(tmp_path / "bridge.sqlite") as store:
-        service = assemble(Config(), adapter, store)
+        whole = Config(limits=LimitSettings(held_share=1.0))  # every host (default: half)
+        service = assemble(whole, adapter, store)
         bridge, loop = service.bridge, service.loop
         sid = bridge.subscribe("alice", Filter(), None).session
         bridge.put_request("alice", sid, {long: 2}, 60)

@@ -17,7 +17,7 @@ from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
-from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.config import Config, LimitSettings, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 from tests.profiles import fewer
@@ -29,6 +29,7 @@ PLATFORM = (
 CONFIG = Config(
     policy=PolicyConfig(interval=1.0, fair_start=3),
     placement=PlacementSettings(horizon=60, poll_interval=5.0, hold_first=1),
+    limits=LimitSettings(held_share=1.0),  # one user may hold every host (default: half)
 )
 
 

@@ -46,7 +46,7 @@ class Site(sites.Site):
         placement = {"attempts": attempts, "hold_first": hold_first}
         config = {
             "bridge": BridgeSettings(session_timeout=session_timeout),
-            "limits": limits or LimitSettings(),
+            "limits": limits or sites.LIMITS,
         }
         super().__init__(
             tmp_path,
@@ -238,8 +238,9 @@ def test_hosts_of_a_placeholder_that_cannot_be_released_yet_stay_taken(tmp_path)
 
     site.adapter.cancel = silent
     sid, name, _ = killed_with_a_job_left_inside(site)
-    newcomer = site.subscribe()
-    site.run(newcomer, {"c1": 4}, 10)
+    # Another user's: until the next pass alice holds every host, past limits.held_hosts.
+    newcomer = site.subscribe(user="bob")
+    site.run(newcomer, {"c1": 4}, 10, user="bob")
     for t in range(T0 + 4, T0 + 64):
         site.step(t)
     assert site.state(sid) is AppState.FINISHED
@@ -349,7 +350,9 @@ def test_a_waiting_session_whose_launcher_went_silent_is_withdrawn(tmp_path):
 
 
 def test_limits_name_themselves_and_change_nothing(tmp_path):
-    limits = LimitSettings(sessions=2, hosts=3, duration=600, user={"bob": Limits(hosts=4)})
+    limits = LimitSettings(
+        sessions=2, hosts=3, duration=600, held_share=1.0, user={"bob": Limits(hosts=4)}
+    )
     site = Site(tmp_path, limits=limits)
     first, _ = site.subscribe(), site.subscribe()
     with pytest.raises(OverLimit, match=r"limits\.sessions allows \(2\)"):

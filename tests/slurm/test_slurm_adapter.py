@@ -22,7 +22,7 @@ from coorm_bridge.core.batch import JobSpec, JobState, Refused, ReservationSpec
 from coorm_bridge.core.model import Filter, Submission
 from coorm_bridge.core.occupancy import free_profile
 from coorm_bridge.core.policy import PolicyConfig
-from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.config import Config, LimitSettings, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 
@@ -193,6 +193,7 @@ def test_the_bridge_co_allocates_one_application_over_two_slurm_clusters(slurm_c
     config = Config(
         policy=PolicyConfig(interval=0.5, fair_start=5),
         placement=PlacementSettings(poll_interval=1.0),
+        limits=LimitSettings(held_share=1.0),  # one user may hold every host (default: half)
         adapter=settings,
     )
     adapter = make_slurm_adapter(settings)

@@ -22,7 +22,7 @@ from coorm_bridge.core.messages import ChangeEvent, StartEvent
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.launchers.client import job_time_limit
-from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.config import Config, LimitSettings, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import PlaceholderRow, PlaceholderStatus
@@ -45,6 +45,7 @@ class Site:
         config = Config(
             policy=PolicyConfig(interval=0.5, fair_start=5),
             placement=PlacementSettings(poll_interval=1.0, hold_first=4),
+            limits=LimitSettings(held_share=1.0),  # one user may hold every host (default: half)
             adapter=settings,
         )
         self.adapter = make_slurm_adapter(settings)

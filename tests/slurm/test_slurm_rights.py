@@ -30,7 +30,7 @@ from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.client import BridgeClient
-from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.config import Config, LimitSettings, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
 from tests import daemons
@@ -136,6 +136,7 @@ def test_a_session_for_an_owner_slurm_does_not_know_ends_alone(slurm_partitions,
     config = Config(
         policy=PolicyConfig(interval=0.5, fair_start=3),
         placement=PlacementSettings(poll_interval=1.0),
+        limits=LimitSettings(held_share=1.0),  # one user may hold every host (default: half)
         adapter=settings,
     )
     store = Store(tmp_path / "bridge.sqlite")

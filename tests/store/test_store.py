@@ -25,6 +25,7 @@ from coorm_bridge.core.states import ACTIVE, AppState
 from coorm_bridge.service.passes import application_of
 from coorm_bridge.store import (
     SCHEMA_VERSION,
+    DrainRow,
     JobCommand,
     JobRow,
     PlaceholderRow,
@@ -619,3 +620,29 @@ def test_a_store_of_schema_1_is_brought_up_to_date_and_keeps_what_it_holds(path)
     with sqlite3.connect(path) as raw:
         version = raw.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
     assert version == (str(SCHEMA_VERSION),)
+
+
+def test_a_store_of_schema_2_gets_the_drained_table_and_keeps_what_it_holds(path):
+    with Store(path) as old:
+        row = new(old)
+        old.add_job(job(row))
+    with sqlite3.connect(path) as raw:  # as coorm-bridge wrote it before drains existed
+        raw.execute("DROP TABLE drained")
+        raw.execute("UPDATE meta SET value = '2' WHERE key = 'schema_version'")
+    with Store(path) as store:
+        assert store.sessions() == [row]
+        assert len(store.jobs(row.id)) == 1
+        assert store.drained() == {}
+        store.drain(DrainRow(cluster="c1", since=5, by="root", reason="maintenance"))
+    with Store(path) as reopened:
+        assert list(reopened.drained()) == ["c1"]
+
+
+def test_a_drain_is_kept_until_resumed_and_a_second_drain_keeps_the_first(store):
+    first = store.drain(DrainRow(cluster="c2", since=5, by="root", reason="disks"))
+    again = store.drain(DrainRow(cluster="c2", since=9, by="ops", reason=None))
+    assert again == first
+    assert store.drained() == {"c2": first}
+    assert store.resume("c2") == first
+    assert store.resume("c2") is None
+    assert store.drained() == {}

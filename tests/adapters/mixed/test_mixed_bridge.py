@@ -20,7 +20,7 @@ from coorm_bridge.core.model import ClusterInfo, Filter, Submission
 from coorm_bridge.core.policy import PolicyConfig
 from coorm_bridge.core.states import AppState
 from coorm_bridge.protocol import JobRequest
-from coorm_bridge.service.config import Config, PlacementSettings
+from coorm_bridge.service.config import Config, LimitSettings, PlacementSettings
 from coorm_bridge.service.errors import Conflict
 from coorm_bridge.service.wiring import Service, assemble
 from coorm_bridge.store import Store
@@ -51,6 +51,7 @@ def service(tmp_path: Path):
     config = Config(
         policy=PolicyConfig(interval=0.1, fair_start=5),
         placement=PlacementSettings(poll_interval=1.0),
+        limits=LimitSettings(held_share=1.0),  # one user may hold every host (default: half)
     )
     store = Store(tmp_path / "bridge.sqlite")
     made = assemble(config, adapter, store)

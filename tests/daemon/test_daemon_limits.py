@@ -1,0 +1,90 @@
+"""Aggregate ``[limits]`` against a real ``coorm-bridge serve``, as the issue reproduced them: one
+user's sessions cannot take the whole platform, and another user still gets hosts.
+
+Each test starts its own daemon and stops only that process, by PID.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from coorm_bridge.core.model import Filter, Request
+from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from tests import daemons
+from tests.daemons import free_port
+
+pytestmark = pytest.mark.daemon
+
+ALICE = "alice-token-0123456789"
+BOB = "bob-token-0123456789abc"
+#: The issue's [limits] on the 12-host platform (c1: 8, c2: 4), with held_hosts added.
+ISSUE = {"sessions": 3, "hosts": 4, "duration": 600, "held_hosts": 8}
+FAILSAFE = 60
+
+
+class Daemon(daemons.Daemon):
+    """Two clusters of 8 and 4 hosts, tokens for alice and bob, the given [limits]."""
+
+    def __init__(self, folder: Path, limits: Mapping[str, Any]) -> None:
+        port = free_port()
+        config = daemons.config(port=port, tokens={ALICE: "alice", BOB: "bob"}, limits=limits)
+        super().__init__(folder, config, daemons.PLATFORM, port)
+
+
+@pytest.fixture
+def make_daemon(make_daemon):
+    return functools.partial(make_daemon, cls=Daemon)
+
+
+def started(client: BridgeClient, sid: str) -> None:
+    """Wait for the session's start event (the deadline is a failsafe only)."""
+    deadline, after = time.monotonic() + FAILSAFE, 0
+    while time.monotonic() < deadline:
+        for event in client.events(sid, after=after, wait=5):
+            after = event.seq
+            if event.type == "start":
+                return
+    raise AssertionError(f"{sid} did not start")
+
+
+def test_a_users_third_session_is_refused_past_held_hosts_and_another_user_starts(make_daemon):
+    daemon = make_daemon(ISSUE).start()
+    with daemon.client(token=ALICE) as alice, daemon.client(token=BOB) as bob:
+        sids = [alice.subscribe(Filter()).session for _ in range(3)]
+        for sid in sids[:2]:
+            alice.request(sid, Request(nodes={"c1": 4}, duration=600))
+            started(alice, sid)
+        with pytest.raises(BridgeError) as refused:
+            alice.request(sids[2], Request(nodes={"c2": 4}, duration=600))
+        assert refused.value.status == 403
+        assert refused.value.detail == (
+            "limits.held_hosts allows 8 hosts held at once; alice holds 8 and asks for 4 more"
+        )
+        assert alice.session(sids[2]).request is None  # nothing was written
+        own = bob.subscribe(Filter()).session
+        bob.request(own, Request(nodes={"c2": 1}, duration=600))
+        started(bob, own)
+
+
+def test_without_limits_one_user_cannot_take_every_host_for_years(make_daemon):
+    daemon = make_daemon({}).start()  # an empty [limits]: the defaults
+    with daemon.client(token=ALICE) as alice:
+        sid = alice.subscribe(Filter()).session
+        with pytest.raises(BridgeError) as refused:
+            alice.request(sid, Request(nodes={"c1": 8, "c2": 4}, duration=10 * 365 * 86400))
+        assert refused.value.status == 403
+        assert "limits.duration allows 604800 s" in refused.value.detail
+        with pytest.raises(BridgeError) as refused:
+            alice.request(sid, Request(nodes={"c1": 8, "c2": 4}, duration=3600))
+        assert refused.value.detail == (
+            "limits.held_share allows 6 hosts held at once (0.5 of the platform's 12); "
+            "alice holds 0 and asks for 12 more"
+        )
+        alice.request(sid, Request(nodes={"c1": 6}, duration=3600))
+        started(alice, sid)
