@@ -217,10 +217,13 @@ class UserLimits:
 def _over(caps: Effective, use: Use, user: str, hosts: int, host_seconds: int) -> str | None:
     """What the request would go past, in words (None: nothing)."""
     held, reserved, waiting = caps.held, caps.reserved, caps.waiting
-    if held is not None and use.held + hosts > held.value:
+    if held is not None and hosts > held.value:
+        # More than the cap can never start. Within it, the request waits while the owner's
+        # other sessions hold too much (the policy plans it after them), as a batch system
+        # keeps a job pending past a per-user limit rather than refusing it.
         return (
-            f"{held.name} allows {held.value} hosts held at once{held.note}; "
-            f"{user} holds {use.held} and asks for {hosts} more"
+            f"{held.name} allows {held.value} hosts held at once{held.note}; the request asks "
+            f"for {hosts} ({user} holds {use.held} now), so it could never start"
         )
     if reserved is not None and use.reserved + host_seconds > reserved.value:
         return (

@@ -53,7 +53,7 @@ def started(client: BridgeClient, sid: str) -> None:
     raise AssertionError(f"{sid} did not start")
 
 
-def test_a_users_third_session_is_refused_past_held_hosts_and_another_user_starts(make_daemon):
+def test_a_users_third_session_is_refused_past_her_caps_and_another_user_starts(make_daemon):
     daemon = make_daemon(ISSUE).start()
     with daemon.client(token=ALICE) as alice, daemon.client(token=BOB) as bob:
         sids = [alice.subscribe(Filter()).session for _ in range(3)]
@@ -63,9 +63,11 @@ def test_a_users_third_session_is_refused_past_held_hosts_and_another_user_start
         with pytest.raises(BridgeError) as refused:
             alice.request(sids[2], Request(nodes={"c2": 4}, duration=600))
         assert refused.value.status == 403
-        assert refused.value.detail == (
-            "limits.held_hosts allows 8 hosts held at once; alice holds 8 and asks for 4 more"
+        assert refused.value.detail.startswith(
+            "limits.reserved allows 4800 host-seconds ahead (by default limits.held_hosts x "
+            "limits.duration); alice has "
         )
+        assert refused.value.detail.endswith(" and asks for 2400 more")
         assert alice.session(sids[2]).request is None  # nothing was written
         own = bob.subscribe(Filter()).session
         bob.request(own, Request(nodes={"c2": 1}, duration=600))
@@ -84,7 +86,7 @@ def test_without_limits_one_user_cannot_take_every_host_for_years(make_daemon):
             alice.request(sid, Request(nodes={"c1": 8, "c2": 4}, duration=3600))
         assert refused.value.detail == (
             "limits.held_share allows 6 hosts held at once (0.5 of the platform's 12); "
-            "alice holds 0 and asks for 12 more"
+            "the request asks for 12 (alice holds 0 now), so it could never start"
         )
         alice.request(sid, Request(nodes={"c1": 6}, duration=3600))
         started(alice, sid)

@@ -40,7 +40,7 @@ def test_the_defaults_keep_one_user_from_the_whole_platform(tmp_path):
     with pytest.raises(
         OverLimit,
         match=r"limits\.held_share allows 6 hosts held at once \(0\.5 of the platform's 12\); "
-        r"alice holds 0 and asks for 8 more",
+        r"the request asks for 8 \(alice holds 0 now\), so it could never start",
     ):
         site.request(sid, {"c1": 8}, 600)
     assert site.state(sid) is AppState.SUBMITTED  # nothing was written
@@ -66,7 +66,8 @@ def test_the_issues_case_the_third_session_is_refused_and_another_user_starts(tm
     assert {site.state(first), site.state(second)} == {AppState.STARTED}
     with pytest.raises(
         OverLimit,
-        match=r"limits\.held_hosts allows 8 hosts held at once; alice holds 8 and asks for 4 more",
+        match=r"limits\.reserved allows 4800 host-seconds ahead \(by default "
+        r"limits\.held_hosts x limits\.duration\); alice has 4800 .* asks for 2400 more",
     ):
         site.request(third, {"c2": 4}, 600)
     bob = site.subscribe(user="bob")
