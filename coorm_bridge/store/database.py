@@ -17,9 +17,12 @@ Why these choices:
 from __future__ import annotations
 
 import base64
+import contextlib
+import logging
 import secrets
 import sqlite3
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -28,6 +31,7 @@ from typing import Any, Final, Literal, Self
 from coorm_bridge.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 _BUSY_TIMEOUT_MS: Final = 10_000
+log = logging.getLogger(__name__)
 
 
 def new_instance_id() -> str:
@@ -42,6 +46,12 @@ class StoreError(Exception):
 
 class SchemaVersionError(StoreError):
     """The file was written by another version of coorm-bridge: refuse rather than corrupt it."""
+
+
+def copy_path(path: Path, version: int, now: int) -> Path:
+    """Where the copy kept before a migration goes: beside the store, its name saying which
+    version it holds and when it was made (``bridge.sqlite.v2-1764180000.bak``)."""
+    return path.with_name(f"{path.name}.v{version}-{now}.bak")
 
 
 class Database:
@@ -107,16 +117,56 @@ class Database:
 
     def _migrate(self) -> None:
         """Bring a store written by an older coorm-bridge to this version, in one transaction:
-        nothing of what it holds changes, tables are only added."""
-        with self.transaction():
+        nothing of what it holds changes, tables are only added. A copy of the old file is kept
+        beside it first (an admin rolls back by putting it back), and the migration is refused
+        if it cannot be written."""
+        with self.transaction():  # the write lock: no other process migrates nor writes meanwhile
             version = self._schema_version()
-            while version is not None and version < SCHEMA_VERSION:
+            if version is None or version >= SCHEMA_VERSION:
+                return  # another process brought it up to date first
+            copy = self._keep_copy(version)
+            log.info(
+                "store %s: schema version %d -> %d, the version %d store kept as %s",
+                self.path,
+                version,
+                SCHEMA_VERSION,
+                version,
+                copy,
+            )
+            while version < SCHEMA_VERSION:
                 for statement in MIGRATIONS[version]:
                     self._conn.execute(statement)
                 version += 1
                 self._conn.execute(
                     "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),)
                 )
+
+    def _keep_copy(self, version: int) -> Path:
+        """Copy the store with SQLite's online backup (a plain copy of a WAL file may miss its
+        last commits): the copy is a whole, self-contained database or is not left at all."""
+        copy = copy_path(self.path, version, int(time.time()))
+        refused = f"{self.path}: not migrated from schema version {version} to {SCHEMA_VERSION}"
+        if copy.exists() or copy.is_symlink():  # never overwrite what an admin may rely on
+            raise StoreError(f"{refused}: its copy {copy} already exists")
+        try:
+            target = sqlite3.connect(copy)
+        except sqlite3.Error as error:
+            raise StoreError(f"{refused}: cannot write its copy {copy}: {error}") from error
+        # Read through a connection of its own: SQLite refuses to back up from the connection
+        # holding the write lock, while in WAL mode another one reads the last commit meanwhile.
+        source = sqlite3.connect(self.path)
+        try:
+            source.backup(target)
+            target.execute("PRAGMA journal_mode = DELETE")  # one file, whatever the store's mode
+        except sqlite3.Error as error:
+            target.close()
+            with contextlib.suppress(OSError):
+                copy.unlink()
+            raise StoreError(f"{refused}: cannot write its copy {copy}: {error}") from error
+        finally:
+            source.close()
+        target.close()
+        return copy
 
     def _schema_version(self) -> int | None:
         """The file's schema version, None for an empty file; refuses a version it cannot read
