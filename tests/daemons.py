@@ -11,6 +11,7 @@ import re
 import signal
 import socket
 import subprocess
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -191,6 +192,32 @@ class Daemon:
             self.config.chmod(0o600)
         self.log = folder / "daemon.log"
         self.process: subprocess.Popen[bytes] | None = None
+
+    def mock_reservations(self) -> dict[tuple[str, str], tuple[int, int, list[str]]]:
+        """What the simulated batch system holds, read from its saved state by its own tool
+        (``python -m coorm_bridge.adapters.mock``), not through the bridge: (cluster, name) ->
+        (start, end, hosts)."""
+        shown = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "coorm_bridge.adapters.mock",
+                "state",
+                "--platform",
+                "platform.toml",
+            ],
+            cwd=self.folder,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=True,
+        )
+        clusters = json.loads(shown.stdout)["clusters"]
+        return {
+            (cluster, r["name"]): (r["start"], r["end"], r["host_names"])
+            for cluster, shot in clusters.items()
+            for r in shot["reservations"]
+        }
 
     @property
     def unix(self) -> str:

@@ -8,7 +8,6 @@ Each test starts its own daemon and stops only that process, by PID.
 from __future__ import annotations
 
 import functools
-import json
 import subprocess
 import sys
 import time
@@ -51,31 +50,9 @@ class Daemon(daemons.Daemon):
             cwd=self.folder,
         )
 
-    def mock_reservations(self) -> set[tuple[str, str]]:
-        """The bridge's reservations the simulated batch system holds, read from its saved state
-        by its own tool, not through the bridge: (cluster, name)."""
-        shown = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "coorm_bridge.adapters.mock",
-                "state",
-                "--platform",
-                "platform.toml",
-            ],
-            cwd=self.folder,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        clusters = json.loads(shown.stdout)["clusters"]
-        return {
-            (cluster, r["name"])
-            for cluster, shot in clusters.items()
-            for r in shot["reservations"]
-            if r["name"].startswith("coorm-")
-        }
+    def ours(self) -> set[tuple[str, str]]:
+        """The bridge's reservations the simulated batch system holds: (cluster, name)."""
+        return {key for key in self.mock_reservations() if key[1].startswith("coorm-")}
 
 
 @pytest.fixture
@@ -136,7 +113,7 @@ def test_cancel_tells_the_launcher_why_and_releases_its_placeholders(make_daemon
     daemon = make_daemon().start()
     with daemon.client(ALICE) as alice, daemon.client(OPS) as ops:
         sid = started(alice, {"c1": 2, "c2": 1})
-        assert {c for c, _ in daemon.mock_reservations()} == {"c1", "c2"}
+        assert {c for c, _ in daemon.ours()} == {"c1", "c2"}
         done = daemon.run_cli(OPS, "cancel", sid, "--reason", "rack 3 power work")
         assert done.returncode == 0, done.stderr
         assert done.stdout.strip() == f"session {sid}: finished"
@@ -147,7 +124,7 @@ def test_cancel_tells_the_launcher_why_and_releases_its_placeholders(make_daemon
         while ops.all_sessions(user="alice")[0].placeholders and time.monotonic() < deadline:
             time.sleep(0.2)
         assert ops.all_sessions(user="alice")[0].placeholders == ()
-    assert daemon.mock_reservations() == set()
+    assert daemon.ours() == set()
     log = daemon.log.read_text()
     assert log.count(f"admin ops cancelled session {sid} of alice") == 1
 
@@ -176,7 +153,7 @@ def test_a_drain_keeps_new_sessions_waiting_survives_kill_9_and_resume_starts_th
         assert bob.session(waiting).state is AppState.WAITING
         assert bob.session(waiting).estimated_start is None
         assert alice.session(holder).state is AppState.STARTED
-        assert any(cluster == "c1" for cluster, _ in daemon.mock_reservations())
+        assert any(cluster == "c1" for cluster, _ in daemon.ours())
         resumed = daemon.run_cli(OPS, "resume", "c1")
         assert resumed.returncode == 0, resumed.stderr
         assert resumed.stdout.strip() == "cluster c1: resumed"

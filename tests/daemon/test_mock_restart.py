@@ -10,10 +10,7 @@ Each test starts its own daemons and stops only those processes, by PID, whateve
 from __future__ import annotations
 
 import functools
-import json
 import signal
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -58,32 +55,6 @@ class Daemon(daemons.Daemon):
         text = requests.get(f"http://127.0.0.1:{self.port}/metrics", timeout=10).text
         pairs = (line.rsplit(" ", 1) for line in text.splitlines() if not line.startswith("#"))
         return {key: float(value) for key, value in pairs}
-
-    def mock_reservations(self) -> dict[tuple[str, str], tuple[int, int, list[str]]]:
-        """What the simulated batch system holds, read from its saved state by its own tool
-        (``python -m coorm_bridge.adapters.mock``), not through the bridge: (cluster, name) ->
-        (start, end, hosts)."""
-        shown = subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "coorm_bridge.adapters.mock",
-                "state",
-                "--platform",
-                "platform.toml",
-            ],
-            cwd=self.folder,
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=True,
-        )
-        clusters = json.loads(shown.stdout)["clusters"]
-        return {
-            (cluster, r["name"]): (r["start"], r["end"], r["host_names"])
-            for cluster, shot in clusters.items()
-            for r in shot["reservations"]
-        }
 
 
 @pytest.fixture
