@@ -40,6 +40,7 @@ from coorm_bridge.core.model import (
     ClusterInfo,
     Interconnect,
 )
+from coorm_bridge.core.rules import NO_RULES, Bound, ClusterRules, UserRules
 
 
 class Adapter(ABC):
@@ -113,6 +114,15 @@ class Adapter(ABC):
         hears of it before any session fails) and while it lacks them; the default (batch
         systems that check nothing, the mock) says nothing."""
 
+    def rules(self, cluster: str) -> ClusterRules:
+        """The rules ``cluster``'s batch system applies to its users' jobs (limits, access
+        lists), read now: the bridge asks with the poll, on the poller's thread, keeps the
+        answer, and checks each user's requests against it (placeholders are held by the
+        bridge's account, so the batch system would not apply them itself). May raise
+        :class:`Unavailable`. The default: a batch system that sets none, or that applies its
+        rules itself when the placeholder is made as the user (OAR's admission rules)."""
+        return NO_RULES
+
     def reservation_lead(self) -> int:
         """Seconds ahead of now a reservation must start to be made as asked. OAR validates a
         reservation at its scheduler's next pass and moves one that starts earlier to then, so
@@ -154,6 +164,8 @@ class Adapter(ABC):
 __all__ = [
     "Adapter",
     "AdapterError",
+    "Bound",
+    "ClusterRules",
     "ClusterSnapshot",
     "Job",
     "JobSpec",
@@ -169,4 +181,5 @@ __all__ = [
     "ReservationHandle",
     "ReservationSpec",
     "Unavailable",
+    "UserRules",
 ]

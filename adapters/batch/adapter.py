@@ -38,6 +38,7 @@ from coorm_bridge.core.batch import (
     Unavailable,
 )
 from coorm_bridge.core.model import ClusterInfo, Interconnect
+from coorm_bridge.core.rules import ClusterRules
 
 log = logging.getLogger(__name__)
 
@@ -239,6 +240,11 @@ class BatchAdapter(Adapter, Generic[B]):
         binding = self._binding(cluster)
         with self._failures(cluster, reading=True):
             return self.backend.job_state(binding, job_id)
+
+    def rules(self, cluster: str) -> ClusterRules:
+        binding = self._binding(cluster)
+        with self._failures(cluster, reading=True):
+            return self.backend.rules(binding)
 
     def check_rights(self, cluster: str) -> None:
         binding = self._binding(cluster)

@@ -22,6 +22,7 @@ from coorm_bridge.core.batch import (
     ReservationSpec,
 )
 from coorm_bridge.core.model import Submission
+from coorm_bridge.core.rules import NO_RULES, ClusterRules
 
 #: Why the batch system said no. "unreachable": no answer (Unavailable); "busy", "overlap",
 #: "in_use", "invalid_time": a conflict the placement loop works around (Refused);
@@ -157,6 +158,11 @@ class Backend(ABC, Generic[B]):
 
     @abstractmethod
     def job_state(self, binding: B, job_id: str) -> JobState: ...
+
+    def rules(self, binding: B) -> ClusterRules:
+        """The rules the batch system applies to its users' jobs on this cluster (see
+        :meth:`.Adapter.rules`); by default none."""
+        return NO_RULES
 
     def check_rights(self, binding: B) -> None:
         """Raise a ``no_rights`` failure when the batch system will not let this account hold

@@ -48,6 +48,7 @@ from coorm_bridge.core.batch import (
     ReservationSpec,
 )
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
+from coorm_bridge.core.rules import ClusterRules
 
 #: Seconds a system's time may be off the host's: a simulated wall clock starts at a whole
 #: second, up to one behind, and the two are read one after the other.
@@ -206,6 +207,9 @@ class MixedAdapter(Adapter):
 
     def check_rights(self, cluster: str) -> None:
         self._owner(cluster).adapter.check_rights(cluster)
+
+    def rules(self, cluster: str) -> ClusterRules:
+        return self._owner(cluster).adapter.rules(cluster)
 
     # -- the site as a whole ------------------------------------------------------------------
 
