@@ -20,6 +20,7 @@ from coorm_bridge.adapters.oar import hardware as oar_hardware
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.moves import Mover
 from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
+from coorm_bridge.core.rules import NO_RULES, ClusterRules
 
 log = logging.getLogger(__name__)
 
@@ -135,6 +136,16 @@ class OarBackend(Backend[OarBinding]):
         if commands.RESERVATIONS_CAPPED in said:
             return BatchFailure("user_refused", said)
         return failure
+
+    def rules(self, binding: OarBinding) -> ClusterRules:
+        """None read in advance: OAR's rules are its admission rules, Perl code that runs at
+        each submission (``oarsub``, and the REST API through it) with the job's user, queue,
+        types and resources, and may refuse or change the job. OAR 2.5 has no other limit a
+        user's job is held to (its queues have a priority and a scheduler, no bounds), and a
+        rule's code cannot be read as a bound without running it. The bridge submits each
+        placeholder as its owner (``submit_as = "owner"``), so every rule applies to it there:
+        a refusal ends that session with the rule's own words (:func:`.commands.refusal`)."""
+        return NO_RULES
 
     def resources(self, binding: OarBinding) -> list[parse.Resource]:
         """Every resource of the server."""
