@@ -205,7 +205,27 @@ class OarBackend(Backend[OarBinding]):
         return made
 
     def create_reservation(self, binding: OarBinding, spec: ReservationSpec) -> None:
-        self.submit_reservation(binding, spec)
+        self.as_asked(self.submit_reservation(binding, spec), spec)
+
+    def as_asked(self, job_id: str, spec: ReservationSpec) -> None:
+        """An admission rule may change a job instead of refusing it (a site that caps the
+        walltime quietly): the same request would be changed again, so a container shorter
+        than asked is deleted and refused for good, like a rule's refusal."""
+        asked = spec.end - spec.start
+        job = self.job(job_id)
+        if job is None or job.walltime >= asked:
+            return
+        try:
+            self.delete_job(job)
+        except BatchFailure as failure:  # the reconciler deletes what is named like ours
+            log.warning(
+                "OAR job %s, shortened by an admission rule, not deleted: %s", job_id, failure
+            )
+        raise BatchFailure(
+            "invalid_user",
+            f"{commands.ADMISSION_REFUSED} as asked: OAR job {job_id} was given a walltime of "
+            f"{job.walltime} s instead of {asked} s",
+        )
 
     def update_reservation(
         self, binding: OarBinding, spec: ReservationSpec, *, begun: bool = False

@@ -5,7 +5,8 @@ REST API, which runs oarsub): every enabled admission rule runs for it, as for a
 user (OAR::IO::add_micheline_job evaluates them all, nothing skips a reservation or a
 container). What a rule tests decides whether it can refuse one: a site's bound on walltime,
 queue or hosts does; a rule about interactive or batch jobs does not. A refusal ends that
-session only, with the cluster and the rule's own words, and is not tried again.
+session only, with the cluster and the rule's own words, and is not tried again; so does a
+rule that shortens the container instead of refusing it.
 
 The rules added here are removed after each test, and the set of rules is checked to be OAR's
 defaults again: the session's OAR is shared by every OAR test file (tests/oar/conftest.py).
@@ -26,7 +27,7 @@ from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.launchers.client import BridgeClient
 from tests import daemons
 from tests.oar.lab import OarInstance
-from tests.oar.test_oar_adapter import BACKENDS, adapter_for
+from tests.oar.test_oar_adapter import BACKENDS, adapter_for, wait
 from tests.oar.test_oar_start import follow
 
 pytestmark = pytest.mark.oar
@@ -70,6 +71,14 @@ if ($reservationField eq "None") {
         if (defined($mold->[1]) and $mold->[1] > 600) {
             die("[ADMISSION RULE] batch jobs last 10 minutes at most\\n");
         }
+    }
+}
+"""
+#: A rule that changes the job instead of refusing it.
+QUIET_CAP = """# coorm-bridge test: walltimes above one hour are cut to one hour
+foreach my $mold (@{$ref_resource_list}) {
+    if (defined($mold->[1]) and $mold->[1] > 3600) {
+        $mold->[1] = 3600;
     }
 }
 """
@@ -159,6 +168,16 @@ def test_a_sites_rules_refuse_the_container_with_their_words(
     # within every bound (and past the batch jobs' one, which is not the container's)
     made = adapter.create_reservation("alpha", spec(alice, 4, 1800, "coorm-rules-3"))
     assert len(made.host_names) == 4
+
+
+def test_a_container_a_sites_rule_shortens_is_refused_for_good_and_deleted(
+    oar: OarInstance, adapter: OarAdapter, site_rules: Callable[[str], int]
+) -> None:
+    site_rules(QUIET_CAP)
+    with pytest.raises(NotPermitted, match=r"given a walltime of 3600 s instead of 7200 s"):
+        adapter.create_reservation("alpha", spec(oar.users[0], 1, 7200, "coorm-rules-4"))
+    # oardel is carried out at OAR's next pass
+    wait(lambda: not [j for j in oar.active_jobs().values() if j["name"] == "coorm-rules-4"])
 
 
 def config(oar: OarInstance, port: int, token: str) -> str:
