@@ -444,6 +444,12 @@ def test_the_recorded_400_of_a_conflicting_reservation(mocked: responses.Request
         ("rest_post_root_500.txt", NotPermitted, "root and oar users are not allowed"),
         ("rest_post_without_ident_401.txt", LacksRights, "suitable authentication"),
         ("rest_post_hyphenated_user_401.txt", NotPermitted, "target user"),
+        (
+            "rest_post_site_rule_500.txt",
+            NotPermitted,
+            "alpha: OAR's admission rules refused it: "
+            r"\[ADMISSION RULE\] coorm_alice may not ask for more than 1:00:00 of walltime$",
+        ),
     ],
 )
 def test_refusals_that_retrying_cannot_help(
