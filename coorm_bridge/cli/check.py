@@ -30,7 +30,7 @@ from coorm_bridge.core.batch import (
     NodeState,
     Unavailable,
 )
-from coorm_bridge.service.config import Config, ConfigError, load_config
+from coorm_bridge.service.config import Config, ConfigError, Limits, load_config
 from coorm_bridge.service.wiring import misconfigured
 
 OK, SILENT, WRONG = 0, 1, 2
@@ -73,10 +73,20 @@ def settings_lines(config: Config) -> list[str]:
     lines.append(f"state: {bridge.state_path} (not opened by the check)")
     lines.append(f"admins: {', '.join(sorted(bridge.admins)) or 'none'}")
     limits = config.limits
-    lines.append(f"limits: {_table(limits.model_dump(exclude={'user'}, exclude_none=True))}")
-    for user, own in sorted(limits.user.items()):
-        lines.append(f"limits.user.{user}: {_table(own.model_dump(exclude_none=True))}")
+    lines.append(f"limits: {_table(_in_force(limits))}")
+    for kind, tables in (("group", limits.group), ("user", limits.user)):
+        for name, own in sorted(tables.items()):
+            lines.append(f"limits.{kind}.{name}: {_table(_in_force(own))}")
     return lines
+
+
+def _in_force(limits: Limits) -> dict[str, Any]:
+    """A table's keys as they apply: its group and user tables are lines of their own, and a
+    ``held_share`` beside a ``held_hosts`` is not in force (``held_hosts`` comes first)."""
+    values = limits.model_dump(exclude={"user", "group"}, exclude_none=True)
+    if "held_hosts" in values:
+        values.pop("held_share", None)
+    return values
 
 
 def _table(values: Mapping[str, Any]) -> str:

@@ -18,9 +18,10 @@ import pytest
 from coorm_bridge.adapters import registry
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.batch.adapter import BatchAdapter
+from tests import readme
 
-ROOT = Path(__file__).resolve().parents[2]
-README = (ROOT / "README.md").read_text()
+ROOT = readme.ROOT
+README = readme.README
 #: What may differ from run to run, each matched by any value of its kind: times, pids, session
 #: and instance ids, the private daemon's folder, which hosts were granted, and how many hosts
 #: the views show (the same on a fresh start, unless a loaded machine was slow to ask).
@@ -37,13 +38,6 @@ VARYING = [
 ]
 
 
-def section(title: str) -> str:
-    """The README's text under ``title`` (a heading), up to the next heading."""
-    start = README.index(f"\n{title}\n")
-    following = re.search(r"\n#+ ", README[start + 1 :])
-    return README[start : start + 1 + following.start() if following else None]
-
-
 def demo_sample() -> list[str]:
     """The sample output the README gives for the demo, a line each."""
     found = re.search(r"It prints \(times, ids .*?\n\n```text\n(.*?)```", README, re.DOTALL)
@@ -51,32 +45,9 @@ def demo_sample() -> list[str]:
     return found.group(1).splitlines()
 
 
-def pattern(line: str) -> re.Pattern[str]:
-    """A sample line as a pattern: its varying parts (see VARYING) match any such value."""
-    varying = re.compile("|".join(f"(?:{v})" for v in VARYING))
-    parts, last = [], 0
-    for match in varying.finditer(line):
-        parts.append(re.escape(line[last : match.start()]))
-        kind = next(v for v in VARYING if re.fullmatch(v, match.group()))
-        parts.append(f"(?:{kind})")
-        last = match.end()
-    parts.append(re.escape(line[last:]))
-    return re.compile("".join(parts))
-
-
 def unmatched(sample: list[str], printed: list[str]) -> list[str]:
-    """The sample lines (``...`` skips any lines) that the printed lines do not show, in order."""
-    missing, at = [], 0
-    for line in sample:
-        if line.strip() == "...":
-            continue
-        wanted = pattern(line)
-        found = next((k for k in range(at, len(printed)) if wanted.fullmatch(printed[k])), None)
-        if found is None:
-            missing.append(line)
-        else:
-            at = found + 1
-    return missing
+    """The sample lines the printed ones do not show (tests/readme.py), with :data:`VARYING`."""
+    return readme.unmatched(sample, printed, VARYING)
 
 
 @pytest.fixture
@@ -126,7 +97,7 @@ def test_the_sample_check_can_fail():
 
 
 def test_the_plugin_section_names_every_built_in_adapter_kind():
-    text = section("### Other batch systems: adapter plug-ins")
+    text = readme.section("### Other batch systems: adapter plug-ins")
     flat = " ".join(text.split())
     said = re.search(r"names an adapter plug-in: (.*?) \(above\) come with this package", flat)
     assert said is not None, text

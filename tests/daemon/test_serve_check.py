@@ -52,7 +52,11 @@ def test_a_good_file_prints_the_clusters_and_settings_in_force_and_exits_0(folde
         admins=["root"],
         limits={},
     )
-    path = write(folder, text + "[limits]\nhosts = 4\n[limits.user.bob]\nhosts = 6\n")
+    tables = (
+        "[limits]\nhosts = 4\nheld_hosts = 6\n[limits.user.bob]\nhosts = 6\n"
+        "[limits.group.hpc]\nheld_share = 0.75\n"
+    )
+    path = write(folder, text + tables)
     result = check(path)
     assert result.returncode == 0, result.stdout + result.stderr
     out = result.stdout
@@ -63,8 +67,12 @@ def test_a_good_file_prints_the_clusters_and_settings_in_force_and_exits_0(folde
     assert "(plain TCP), 1 token(s) for alice" in out
     assert "alice-token" not in out  # a token is a key: never printed
     assert "admins: root" in out
-    assert "limits: hosts = 4" in out
-    assert "limits.user.bob: hosts = 6" in out
+    # The limits in force, table by table: a held_share beside held_hosts is not (the
+    # default 0.5 here), and each group's and user's table is a line of its own.
+    assert "  limits: hosts = 4, duration = 604800, held_hosts = 6\n" in out
+    assert "  limits.group.hpc: held_share = 0.75\n" in out
+    assert "  limits.user.bob: hosts = 6\n" in out
+    assert "group =" not in out
     assert out.endswith("check: all is well\n")
     # Nothing was made: no state folder, no socket.
     assert sorted(p.name for p in folder.iterdir()) == ["coorm-bridge.toml", "platform.toml"]
