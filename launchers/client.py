@@ -5,8 +5,9 @@ serialises with, so a launcher gets typed values and a mismatch shows up as a cl
 :class:`BridgeError` rather than a pydantic traceback deep inside the launcher.
 
 Over ``https://`` the daemon's certificate is always verified: against ``verify=`` (a PEM file
-of the CA that signed it, or the certificate itself when self-signed) when given, else as
-requests does, against ``$REQUESTS_CA_BUNDLE`` when set, else the system's CAs (certifi).
+of the CA that signed it, or the certificate itself when self-signed) when given, whatever the
+environment says; else as requests does, against ``$REQUESTS_CA_BUNDLE`` (or
+``$CURL_CA_BUNDLE``) when set, else the system's CAs (certifi).
 """
 
 from __future__ import annotations
@@ -168,8 +169,9 @@ class BridgeClient:
             self._http.trust_env = False
         if token is not None:
             self._http.auth = _Bearer(token)
-        if verify is not None:
-            self._http.verify = os.fspath(verify)
+        # Given per request, not on the session: requests lets $REQUESTS_CA_BUNDLE and
+        # $CURL_CA_BUNDLE override a session's verify, never a request's.
+        self._verify: str | bool = True if verify is None else os.fspath(verify)
 
     @classmethod
     def default_url(cls) -> str:
@@ -352,6 +354,7 @@ class BridgeClient:
                 json=body,
                 params=params,
                 timeout=self.timeout if timeout is None else timeout,
+                verify=self._verify,
             )
         except requests.exceptions.SSLError as error:
             untrusted = _verification_failure(error)

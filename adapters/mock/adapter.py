@@ -24,6 +24,7 @@ from coorm_bridge.batchsim import (
     Site,
     WallClock,
 )
+from coorm_bridge.batchsim.rules import MockRules
 from coorm_bridge.core.batch import (
     JobSpec,
     JobState,
@@ -33,6 +34,7 @@ from coorm_bridge.core.batch import (
     ReservationSpec,
 )
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Link
+from coorm_bridge.core.rules import ClusterRules
 
 __all__ = ["MockAdapter"]
 
@@ -91,6 +93,10 @@ class MockAdapter(Adapter):
 
     def snapshot(self, clusters: list[str] | None = None) -> PlatformSnapshot:
         return self.site.snapshot(clusters)
+
+    def rules(self, cluster: str) -> ClusterRules:
+        """The cluster's ``[[cluster.rule]]`` tables of the platform file."""
+        return MockRules(cluster=cluster, rules=self.site.spec.cluster(cluster).rules)
 
     def create_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
         return self.site.create_reservation(cluster, spec)

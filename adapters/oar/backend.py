@@ -20,6 +20,7 @@ from coorm_bridge.adapters.oar import hardware as oar_hardware
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.moves import Mover
 from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
+from coorm_bridge.core.rules import NO_RULES, ClusterRules
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,16 @@ class OarBackend(Backend[OarBinding]):
             return BatchFailure("user_refused", said)
         return failure
 
+    def rules(self, binding: OarBinding) -> ClusterRules:
+        """None read in advance: OAR's rules are its admission rules, Perl code that runs at
+        each submission (``oarsub``, and the REST API through it) with the job's user, queue,
+        types and resources, and may refuse or change the job. OAR 2.5 has no other limit a
+        user's job is held to (its queues have a priority and a scheduler, no bounds), and a
+        rule's code cannot be read as a bound without running it. The bridge submits each
+        placeholder as its owner (``submit_as = "owner"``), so every rule applies to it there:
+        a refusal ends that session with the rule's own words (:func:`.commands.refusal`)."""
+        return NO_RULES
+
     def resources(self, binding: OarBinding) -> list[parse.Resource]:
         """Every resource of the server."""
         return [parse.resource(row, binding) for row in self.resource_rows()]
@@ -194,7 +205,27 @@ class OarBackend(Backend[OarBinding]):
         return made
 
     def create_reservation(self, binding: OarBinding, spec: ReservationSpec) -> None:
-        self.submit_reservation(binding, spec)
+        self.as_asked(self.submit_reservation(binding, spec), spec)
+
+    def as_asked(self, job_id: str, spec: ReservationSpec) -> None:
+        """An admission rule may change a job instead of refusing it (a site that caps the
+        walltime quietly): the same request would be changed again, so a container shorter
+        than asked is deleted and refused for good, like a rule's refusal."""
+        asked = spec.end - spec.start
+        job = self.job(job_id)
+        if job is None or job.walltime >= asked:
+            return
+        try:
+            self.delete_job(job)
+        except BatchFailure as failure:  # the reconciler deletes what is named like ours
+            log.warning(
+                "OAR job %s, shortened by an admission rule, not deleted: %s", job_id, failure
+            )
+        raise BatchFailure(
+            "invalid_user",
+            f"{commands.ADMISSION_REFUSED} as asked: OAR job {job_id} was given a walltime of "
+            f"{job.walltime} s instead of {asked} s",
+        )
 
     def update_reservation(
         self, binding: OarBinding, spec: ReservationSpec, *, begun: bool = False

@@ -309,6 +309,12 @@ def created_job_id(output: str) -> str:
 #: listed in unlimited_reservation.users (rule 12).
 ROOT_REFUSED = "root and oar users are not allowed to submit"
 RESERVATIONS_CAPPED = "waiting advance reservations"
+#: oarsub's exit status when an admission rule died (``add_micheline_job`` returns -2); the
+#: REST API says it in its message (HTTP 500).
+ADMISSION_STATUS: Final = 254
+ADMISSION_REFUSED: Final = "OAR's admission rules refused it"
+_API_STATUS = re.compile(r"Oarsub command exited with status ([0-9]{1,3}):")
+_API_COMMAND = re.compile(r"\n\s*\nCmd:\n.*\Z", re.DOTALL)
 #: What OAR 2.5.9 prints, to the kind of failure it is (the first that matches wins).
 _SAID: tuple[tuple[str, ErrorKind, str], ...] = (
     ("Reservation not valid", "overlap", ""),
@@ -335,9 +341,11 @@ def refusal(status: int, output: str, zone: str = "UTC") -> BatchFailure:
     """What a failed oarsub or oardel said, as a :class:`BatchFailure` of the right kind.
 
     ``Reservation not valid --> KO (This reservation could run at …)`` (exit 10) is a conflict
-    carrying OAR's suggestion, in ``zone``; admission rules (exit 254) are the bridge's lack of
-    rights, said with the setting an admin should change; ``oardel`` says "not the right user"
-    of a job it does not know (exit 1).
+    carrying OAR's suggestion, in ``zone``; OAR's own admission rules (exit 254) are the bridge's
+    lack of rights, said with the setting an admin should change (:meth:`.OarBackend.as_owner`
+    says them of the owner instead), and any other rule's refusal is final for that request
+    (``invalid_user``: that session ends, with the rule's words); ``oardel`` says "not the right
+    user" of a job it does not know (exit 1).
     """
     text = output.strip()
     said = text[-600:] or f"exit status {status}"
@@ -346,4 +354,18 @@ def refusal(status: int, output: str, zone: str = "UTC") -> BatchFailure:
             match = _COULD_RUN.search(text) if kind == "overlap" else None
             hint = parse_date(match.group(1), zone) if match else None
             return BatchFailure(kind, said + remedy, retry_after=hint)
+    api = _API_STATUS.search(text)
+    if status == ADMISSION_STATUS or (api is not None and int(api.group(1)) == ADMISSION_STATUS):
+        # A site's rule: its verdict on this request by this user, which the same request
+        # would get again (rule 12's count, the one that changes, is matched above).
+        return BatchFailure("invalid_user", f"{ADMISSION_REFUSED}: {admission_words(text)}")
     return BatchFailure("other", said)
+
+
+def admission_words(output: str) -> str:
+    """The words of the admission rule that refused a submission: the last line oarsub wrote
+    (OAR warns the rule's ``die`` text after everything the rules printed; the REST API adds
+    the command line after it), at most 600 characters."""
+    lines = [line.strip() for line in _API_COMMAND.sub("", output).splitlines()]
+    said = [line for line in lines if line]
+    return said[-1][-600:] if said else f"exit status {ADMISSION_STATUS}"

@@ -66,9 +66,9 @@ class OarRestBackend(OarBackend):
         self.timeout = timeout
         self.base = settings.url.rstrip("/")
         self.session = session or requests.Session()
-        self.session.verify = (
-            settings.verify if isinstance(settings.verify, bool) else str(settings.verify)
-        )
+        # Given with each request: requests lets $REQUESTS_CA_BUNDLE and $CURL_CA_BUNDLE
+        # override a session's CA file, never a request's.
+        self.verify = settings.verify if isinstance(settings.verify, bool) else str(settings.verify)
         if settings.auth == "basic":
             assert settings.user is not None
             assert settings.password_file is not None
@@ -102,7 +102,12 @@ class OarRestBackend(OarBackend):
         url = f"{self.base}/{path.lstrip('/')}"
         try:
             response = self.session.request(
-                method, url, headers=self._headers(user), timeout=self.timeout, **kwargs
+                method,
+                url,
+                headers=self._headers(user),
+                timeout=self.timeout,
+                verify=self.verify,
+                **kwargs,
             )
         except requests.RequestException as error:
             raise BatchFailure("unreachable", f"{method} {url}: {error}") from error

@@ -24,6 +24,7 @@ from coorm_bridge.batchsim.limits import (
     TIME_LIMIT,
     at_most,
 )
+from coorm_bridge.batchsim.rules import UserRule
 from coorm_bridge.batchsim.scheduler import SchedulingPolicy
 from coorm_bridge.core.batch import AdapterError
 from coorm_bridge.core.model import ClusterInfo, Frozen, Link, Name, Submission, describe
@@ -48,6 +49,11 @@ class ClusterSpec(ClusterInfo):
     cores_per_host: Count = 1
     ram_per_host_mib: Size = 0
     scratch_per_host_mib: Size = 0
+    rules: tuple[UserRule, ...] = Field(default=(), alias="rule", max_length=1000)
+    """``[[cluster.rule]]``: what the simulated batch system allows each user's job (see
+    :mod:`.rules`). Not part of the simulation's history: changing them keeps the saved state."""
+
+    model_config = ClusterInfo.model_config | {"populate_by_name": True}
 
     @model_validator(mode="after")
     def _no_submission(self) -> Self:
@@ -60,7 +66,9 @@ class ClusterSpec(ClusterInfo):
     def info(self) -> ClusterInfo:
         """What launchers see: the cluster, without how the simulation schedules it, and how
         to submit there (the bridge's front end: the simulated batch system has none)."""
-        info = self.model_dump(exclude={"policy"}) | {"submission": Submission(kind="mock")}
+        info = self.model_dump(exclude={"policy", "rules"}) | {
+            "submission": Submission(kind="mock")
+        }
         return ClusterInfo.model_validate(info)
 
     def host_names(self) -> list[str]:
@@ -174,7 +182,8 @@ class PlatformSpec(Frozen):
         # Fields added since platforms were first saved are left out at their defaults, so
         # that a platform saved before them keeps its identity.
         data = self.model_dump(
-            mode="json", exclude={"base_dir": True, "clusters": {"__all__": {"submission"}}}
+            mode="json",
+            exclude={"base_dir": True, "clusters": {"__all__": {"submission", "rules"}}},
         )
         if not self.warmup:
             del data["warmup"]

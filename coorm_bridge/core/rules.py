@@ -77,6 +77,10 @@ class ClusterRules(Frozen):
     Adapters subclass this with what their batch system sets (fields that keep what was read)
     and override :meth:`for_user`; it must not ask the batch system anything."""
 
+    def uses_groups(self) -> bool:
+        """Whether :meth:`for_user` looks at the user's groups (they are then looked up)."""
+        return False
+
     def for_user(self, user: str, groups: Collection[str]) -> UserRules:
         """``user``'s rules, for a user in the Unix groups ``groups``."""
         return UserRules()

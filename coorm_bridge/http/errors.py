@@ -9,12 +9,14 @@ from __future__ import annotations
 from fastapi.responses import JSONResponse
 
 from coorm_bridge.service.errors import (
+    BatchRuleRefusal,
     Conflict,
     Invalid,
     NotAdmin,
     NotFound,
     NotYours,
     OverLimit,
+    RulesUnknown,
     SessionError,
 )
 
@@ -33,6 +35,8 @@ STATUSES: dict[type[Exception], tuple[int, str]] = {
     NotFound: (404, "not_found"),
     Conflict: (409, "conflict"),
     OverLimit: (403, "over_limit"),
+    BatchRuleRefusal: (403, "batch_rule"),
+    RulesUnknown: (503, "rules_unknown"),
     NotYours: (403, "forbidden"),
     NotAdmin: (403, "forbidden"),
     SessionError: (400, "bad_request"),

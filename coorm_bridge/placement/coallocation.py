@@ -125,8 +125,9 @@ def hold(
         except NotPermitted as never:
             # Say an owner the batch system does not know: nothing can ever be held for this
             # one, but the others' passes must go on.
+            said = str(never).removeprefix(f"{cluster}: ")  # adapters name the cluster too
             raise _rolled_back(
-                adapter, taken, f"{cluster} will not: {never}", permanent=True
+                adapter, taken, f"{cluster} will not: {said}", permanent=True
             ) from never
         except AdapterError as error:
             raise _rolled_back(adapter, taken, f"{cluster} failed: {error}") from error

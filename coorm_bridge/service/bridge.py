@@ -22,6 +22,7 @@ from coorm_bridge.core.messages import CAP, Event, View
 from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request, describe
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.protocol import ClusterHealth, Health, RequestAnswer, SessionInfo, Subscribed
+from coorm_bridge.service.batchrules import BatchRules
 from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
@@ -43,7 +44,8 @@ log = logging.getLogger(__name__)
 class Bridge:
     """The session API. ``adapter.now()`` is the bridge's clock; ``settings`` the admins in
     force, read at each call (a reload changes them); ``limits`` refuses what a user may not ask
-    for (its ``[limits]`` read in force too); ``passes`` gives the last pass's views, ``poller``
+    for (its ``[limits]`` read in force too), ``rules`` what a batch system would refuse them
+    and what each user's views show; ``passes`` gives the last pass's views, ``poller``
     and ``problems`` what health shows; ``due`` asks for a pass and ``stats`` counts them;
     ``lock`` is the bridge's lock."""
 
@@ -56,6 +58,7 @@ class Bridge:
         store: Store,
         catalogue: Catalogue,
         limits: UserLimits,
+        rules: BatchRules,
         passes: PassRunner,
         poller: Poller,
         problems: Problems,
@@ -71,6 +74,7 @@ class Bridge:
         self.store = store
         self.catalogue = catalogue
         self.limits = limits
+        self.rules = rules
         self.passes = passes
         self.poller = poller
         self.problems = problems
@@ -118,6 +122,8 @@ class Bridge:
                 + ", ".join(f"{c.name} ({c.hosts} hosts)" for c in self.infos)
             )
         self.limits.warm(user)  # the user's groups read, if need be, before the lock
+        self.rules.warm(user)
+        seen = self.rules.visible(user, seen)
         with self._lock:
             self.limits.check_subscribe(user)
             row = self.store.create_session(user, name, filter, [c.name for c in seen], self.now())
@@ -148,7 +154,7 @@ class Bridge:
             started_at=row.started_at,
             done_at=row.done_at,
             end=end,
-            view=None if view is None else View.of(view, self.now()),
+            view=None if view is None else View.of(self.rules.clip(row.owner, view), self.now()),
             stale=tuple(c for c in row.clusters if c in stale),
             last_seq=self.store.last_seq(row.id),
         )
@@ -159,8 +165,9 @@ class Bridge:
         """request: replace the session's request; returns the pass count to wait for.
 
         Validated against the clusters the session sees; refused once the session started, or
-        past its owner's limits."""
+        past its owner's limits or what a batch system would allow them."""
         self.limits.warm(user)
+        self.rules.warm(user)
         with self._lock:
             row = self.own(user, session_id)
             try:
@@ -171,6 +178,7 @@ class Bridge:
                 raise Invalid(describe(error)) from None
             if row.state not in PLACED:
                 raise Conflict(f"session {session_id} is {row.state}: its request is final")
+            self.rules.check(row.owner, request)
             self.limits.check_request(row, request, self.now())
             self.store.update_session(
                 session_id, now=self.now(), state=AppState.REQUEST_SENT, request=request

@@ -28,6 +28,16 @@ class OverLimit(SessionError):
     limit and where it is set."""
 
 
+class BatchRuleRefusal(SessionError):
+    """A batch system's own rule for the caller's jobs (a partition's MaxTime, their QOS) would
+    refuse what they ask for; the message names the cluster and the setting."""
+
+
+class RulesUnknown(SessionError):
+    """A cluster's rules for users' jobs could not be read yet: nothing is promised there
+    until they are (try again)."""
+
+
 class NotYours(SessionError):
     """The caller may see the session (an admin) but not act as its owner: only the owner's
     jobs run in its placeholders."""

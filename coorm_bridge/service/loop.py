@@ -30,6 +30,7 @@ from apscheduler.triggers.interval import IntervalTrigger
 
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.placement.reconcile import Reconciler
+from coorm_bridge.service.batchrules import BatchRules
 from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
@@ -63,6 +64,7 @@ class Loop:
         adapter: Adapter,
         store: Store,
         poller: Poller,
+        rules: BatchRules,
         passes: PassRunner,
         enactor: Enactor,
         reconciler: Reconciler,
@@ -79,6 +81,7 @@ class Loop:
         self.adapter = adapter
         self.store = store
         self.poller = poller
+        self.rules = rules
         self.passes = passes
         self.enactor = enactor
         self.reconciler = reconciler
@@ -119,6 +122,8 @@ class Loop:
         retry."""
         if self.poller.poll(cluster):
             self.due.trigger()
+        if not self.poller.status(cluster).failures:  # a batch system that answers
+            self.rules.refresh(self.poller.group(cluster))
         if self.problems.due("rights", cluster, self.adapter.now()):
             self.check_rights([cluster])
         return self.poller.delay(cluster)

@@ -24,6 +24,7 @@ from coorm_bridge.core.policy import Application, Plan, Policy
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.placement.placeholders import RELEASING
+from coorm_bridge.service.batchrules import BatchRules
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.enactor import Enactor, Hold, Intent, Release, Shrink, Start
@@ -52,6 +53,7 @@ class PassRunner:
         adapter: Adapter,
         store: Store,
         limits: UserLimits,
+        rules: BatchRules,
         policy: Policy,
         poller: Poller,
         recorder: Recorder,
@@ -66,6 +68,7 @@ class PassRunner:
         self.adapter = adapter
         self.store = store
         self.limits = limits
+        self.rules = rules
         self.policy = policy
         self.poller = poller
         self.recorder = recorder
@@ -195,7 +198,7 @@ class PassRunner:
         event = None
         view: dict[str, Profile] | None = None
         if row.id not in result.to_start and (outcome.view_changed or changed_estimate):
-            view = result.view(row.id)
+            view = self.rules.clip(row.owner, result.view(row.id))
             sent = self._sent.get(row.id, {})
             changes = availability_changes(sent, view, now)
             if changes or changed_estimate:

@@ -63,6 +63,10 @@ class Poller:
         """The clusters polled together (one batch-system answer for all), each group once."""
         return list(dict.fromkeys(self._group[name] for name in self._status))
 
+    def group(self, cluster: str) -> tuple[str, ...]:
+        """``cluster`` and the clusters polled with it."""
+        return self._group.get(cluster, (cluster,))
+
     def poll(self, cluster: str) -> bool:
         """Take a snapshot of ``cluster`` and of the clusters read with it (see
         :meth:`Adapter.polled_together`); True when free hosts changed (a pass is due).

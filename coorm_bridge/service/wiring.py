@@ -25,6 +25,7 @@ from coorm_bridge.core.policy import Policy
 from coorm_bridge.placement.placeholders import Placeholders
 from coorm_bridge.placement.reconcile import Reconciler
 from coorm_bridge.service.admin import Admin
+from coorm_bridge.service.batchrules import BatchRules
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config, ConfigError
@@ -81,6 +82,7 @@ class Service:
     listeners: Listeners
     catalogue: Catalogue
     limits: UserLimits
+    rules: BatchRules
     poller: Poller
     problems: Problems
     placeholders: Placeholders
@@ -139,10 +141,13 @@ def assemble(
         infos=infos,
         interconnect=interconnect,
     )
+    groups = Groups()
+    rules = BatchRules(adapter, clusters, groups)
+    rules.refresh(clusters)  # at start, as the catalogue is read: then with the polls
     limits = UserLimits(
         settings=lambda: settings.current.limits,
         store=store,
-        groups=Groups(),
+        groups=groups,
         total=lambda: sum(info.hosts for info in catalogue.infos),
         fair_start=config.policy.fair_start,
     )
@@ -164,6 +169,7 @@ def assemble(
         adapter=adapter,
         store=store,
         limits=limits,
+        rules=rules,
         policy=policy,
         poller=poller,
         recorder=recorder,
@@ -182,6 +188,7 @@ def assemble(
         store=store,
         catalogue=catalogue,
         limits=limits,
+        rules=rules,
         passes=passes,
         poller=poller,
         problems=problems,
@@ -217,6 +224,7 @@ def assemble(
         adapter=adapter,
         store=store,
         poller=poller,
+        rules=rules,
         passes=passes,
         enactor=enactor,
         reconciler=reconciler,
@@ -238,6 +246,7 @@ def assemble(
         listeners=listeners,
         catalogue=catalogue,
         limits=limits,
+        rules=rules,
         poller=poller,
         problems=problems,
         placeholders=placeholders,

@@ -305,3 +305,27 @@ def create_app_for_nothing():
         raise AssertionError("never called")
 
     return app
+
+
+@pytest.mark.daemon
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])
+def test_an_explicit_ca_wins_over_the_environment(tls_daemon, folder, monkeypatch, variable):
+    """The environment names the daemon's own CA, the caller another: the caller's is used, so a
+    server the environment vouches for is refused (and, the other way, accepted)."""
+    _, url, certificate = tls_daemon
+    other, _ = self_signed(folder, "other")
+    monkeypatch.setenv(variable, str(certificate))
+    with BridgeClient(url, token=TOKEN, verify=other) as client, pytest.raises(UntrustedBridge):
+        client.sessions()
+    monkeypatch.setenv(variable, str(other))
+    with BridgeClient(url, token=TOKEN, verify=certificate) as client:
+        assert client.sessions() == []
+    status = subprocess.run(
+        [sys.executable, "-m", "coorm_bridge.cli.main", "status", "--url", url, "--ca", str(other)],
+        env={**os.environ, variable: str(certificate), "COORM_BRIDGE_TOKEN": TOKEN},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert status.returncode != 0
+    assert "certificate" in status.stderr

@@ -22,7 +22,7 @@ from coorm_bridge.adapters.oar import commands
 from coorm_bridge.adapters.oar.binding import OarBinding
 from coorm_bridge.adapters.oar.cli_backend import OarCliBackend
 from coorm_bridge.core.batch import JobSpec, ReservationSpec
-from tests.oar.samples import ALPHA, Recorded, said
+from tests.oar.samples import ALPHA, Recorded, http, said
 from tests.profiles import fewer
 
 START = int(datetime(2026, 11, 21, 9, 13, 7, tzinfo=UTC).timestamp())
@@ -376,6 +376,22 @@ def test_recorded_refusals_are_sorted(sample: str, kind: str, remedy: str) -> No
     assert failure.retry_after is None
     assert output.strip().splitlines()[-1] in str(failure)  # OAR's own words are kept
     assert remedy in str(failure)
+
+
+def test_a_site_rules_refusal_is_final_and_says_the_rules_words() -> None:
+    status, output = said("oarsub_site_rule_refused.json")
+    failure = commands.refusal(status, output)
+    assert failure.kind == "invalid_user"  # the same request would be refused again
+    assert str(failure) == (
+        "OAR's admission rules refused it: "
+        "[ADMISSION RULE] coorm_alice may not ask for more than 1:00:00 of walltime"
+    )
+    # the REST API's message: the same words, every line before them, the command after
+    message = json.loads(http("rest_post_site_rule_500.txt").body)["message"]
+    assert str(commands.refusal(500, message)) == str(failure)
+    # another exit status is not an admission rule's
+    assert commands.refusal(1, output).kind == "other"
+    assert str(commands.refusal(254, "\n")).endswith("exit status 254")
 
 
 def test_anything_else_is_another_failure() -> None:

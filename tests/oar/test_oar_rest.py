@@ -444,6 +444,12 @@ def test_the_recorded_400_of_a_conflicting_reservation(mocked: responses.Request
         ("rest_post_root_500.txt", NotPermitted, "root and oar users are not allowed"),
         ("rest_post_without_ident_401.txt", LacksRights, "suitable authentication"),
         ("rest_post_hyphenated_user_401.txt", NotPermitted, "target user"),
+        (
+            "rest_post_site_rule_500.txt",
+            NotPermitted,
+            "alpha: OAR's admission rules refused it: "
+            r"\[ADMISSION RULE\] coorm_alice may not ask for more than 1:00:00 of walltime$",
+        ),
     ],
 )
 def test_refusals_that_retrying_cannot_help(
@@ -528,3 +534,15 @@ def test_a_job_as_the_api_shows_it(mocked: responses.RequestsMock) -> None:
     assert backend().job("7") is None
     assert adapter().job_state("alpha", "6") is JobState.PENDING
     assert adapter().job_state("alpha", "7") is JobState.UNKNOWN
+
+
+@pytest.mark.parametrize("variable", ["REQUESTS_CA_BUNDLE", "CURL_CA_BUNDLE"])
+def test_the_configured_ca_wins_over_the_environment(
+    mocked: responses.RequestsMock, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str
+) -> None:
+    ca = tmp_path / "site-ca.pem"
+    ca.write_text("a CA")
+    monkeypatch.setenv(variable, str(tmp_path / "another-ca.pem"))
+    mocked.add("GET", f"{URL}/resources", json={})
+    backend(verify=ca)._call("GET", "resources")
+    assert mocked.calls[0].request.req_kwargs["verify"] == str(ca)
