@@ -112,6 +112,10 @@ class SlurmRules(ClusterRules):
     def limits_enforced(self) -> bool:
         return bool({"limits", "safe"} & set(self.enforce))
 
+    def uses_groups(self) -> bool:
+        """Only ``AllowGroups`` looks at a user's Unix groups."""
+        return self.partition.allow_groups is not None
+
     def for_user(self, user: str, groups: Collection[str]) -> UserRules:
         """``user``'s rules here: denied, or the tightest of every bound that applies."""
         account = self.default_accounts.get(user)
