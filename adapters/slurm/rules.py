@@ -33,7 +33,7 @@ it Slurm accepts such a job but never starts it: refused all the same here).
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 
 from coorm_bridge.core.model import Frozen
 from coorm_bridge.core.rules import Bound, ClusterRules, UserRules
@@ -100,7 +100,8 @@ class SlurmRules(ClusterRules):
     partition: Partition
     enforce: tuple[str, ...] = ()
     """``AccountingStorageEnforce``'s words (empty: none)."""
-    default_accounts: Mapping[str, str] = {}
+    default_accounts: tuple[tuple[str, str], ...] = ()
+    """(user, default account) pairs: a tuple, so that the rules stay hashable values."""
     associations: tuple[Association, ...] = ()
     qos: tuple[Qos, ...] = ()
 
@@ -112,13 +113,16 @@ class SlurmRules(ClusterRules):
     def limits_enforced(self) -> bool:
         return bool({"limits", "safe"} & set(self.enforce))
 
+    def default_account(self, user: str) -> str | None:
+        return next((account for name, account in self.default_accounts if name == user), None)
+
     def uses_groups(self) -> bool:
         """Only ``AllowGroups`` looks at a user's Unix groups."""
         return self.partition.allow_groups is not None
 
     def for_user(self, user: str, groups: Collection[str]) -> UserRules:
         """``user``'s rules here: denied, or the tightest of every bound that applies."""
-        account = self.default_accounts.get(user)
+        account = self.default_account(user)
         chain = self._chain(user, account)
         qos_name = _inherited(chain, "default_qos") or DEFAULT_QOS
         denied = self._denied(user, groups, account, chain, qos_name)

@@ -166,9 +166,10 @@ def _rows(text: str, what: str, width: int) -> Iterator[list[str]]:
         yield row
 
 
-def parse_users(text: str) -> dict[str, str]:
+def parse_users(text: str) -> tuple[tuple[str, str], ...]:
     """Each user's default account (``show user format=user,defaultaccount``)."""
-    return {user: account for user, account in _rows(text, "sacctmgr show user", 2) if account}
+    rows = _rows(text, "sacctmgr show user", 2)
+    return tuple((user, account) for user, account in rows if account)
 
 
 def parse_associations(text: str) -> tuple[Association, ...]:

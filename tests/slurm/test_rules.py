@@ -82,6 +82,10 @@ def test_each_user_gets_the_bounds_slurm_would_apply_in_slurms_words():
     )
 
 
+def test_rules_read_are_a_hashable_value():
+    assert hash(read()) == hash(read())
+
+
 def test_a_user_without_an_association_is_denied_where_associations_are_enforced():
     carol = read().for_user("coorm_carol", ["coorm_carol"])
     assert carol.denied == (
@@ -102,7 +106,7 @@ def test_limits_unset_on_an_association_are_its_parents_and_a_partitions_own_com
     )
     assert only_grp.hosts is not None
     assert only_grp.hosts.setting == "association science GrpTRES is node=3"
-    in_partition = rules.model_copy(update={"default_accounts": {"coorm_bob": "chem"}})
+    in_partition = rules.model_copy(update={"default_accounts": (("coorm_bob", "chem"),)})
     bob = in_partition.for_user("coorm_bob", [])
     assert bob.hosts is not None
     assert bob.hosts.setting == "association chem/coorm_bob (partition alpha) MaxTRES is node=1"
@@ -136,7 +140,7 @@ def test_partition_access_lists_deny_with_the_setting_and_what_the_user_lacks():
     rules = read()
     in_science = (*rules.associations, Association(account="science", user="coorm_alice"))
     outside = rules.model_copy(
-        update={"default_accounts": {"coorm_alice": "science"}, "associations": in_science}
+        update={"default_accounts": (("coorm_alice", "science"),), "associations": in_science}
     )
     assert outside.for_user("coorm_alice", []).denied == (
         "partition AllowAccounts is chem,physics,root (coorm_alice's default account is science)"
@@ -283,7 +287,7 @@ def _rules(draw: st.DrawFn) -> SlurmRules:
         enforce=draw(
             st.sampled_from([(), ("associations",), ("limits",), ("associations", "limits", "qos")])
         ),
-        default_accounts={} if default is None else {"u": default},
+        default_accounts=() if default is None else (("u", default),),
         associations=tuple(associations),
         qos=tuple(draw(st.lists(_qos, max_size=3, unique_by=lambda q: q.name))),
     )
@@ -294,7 +298,7 @@ def _every_limit(rules: SlurmRules) -> list[tuple[str, Limit]]:
     part = rules.partition
     found = [("hosts", part.max_nodes), ("duration", part.max_time)]
     if rules.limits_enforced:
-        chain = rules._chain("u", rules.default_accounts.get("u"))
+        chain = rules._chain("u", rules.default_account("u"))
         found += [("hosts", a.grp_nodes) for a in chain]
         for field, kind in (("max_nodes", "hosts"), ("max_wall", "duration")):
             nearest = next((getattr(a, field) for a in chain if getattr(a, field)), None)
@@ -316,7 +320,7 @@ def test_for_user_never_allows_more_than_any_one_rule_it_read(rules, hosts, dura
     part = rules.partition
     assert part.allow_groups is None or "a" in part.allow_groups
     if rules.associations_enforced:
-        account = rules.default_accounts.get("u")
+        account = rules.default_account("u")
         assert part.allow_accounts is None or account in part.allow_accounts
         assert account not in part.deny_accounts
     allowed = user.refusal("x", hosts, duration) is None
