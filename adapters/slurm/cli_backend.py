@@ -13,15 +13,26 @@ reads are unambiguous whatever the controller's zone.
 
 from __future__ import annotations
 
+import contextlib
 import json
-from collections.abc import Hashable, Sequence
+from collections.abc import Hashable, Iterator, Sequence
 
 from coorm_bridge.adapters.batch.backend import Backend, BatchFailure, Hardware, Read, ReadFailure
 from coorm_bridge.adapters.batch.runner import Completed, Runner
-from coorm_bridge.adapters.slurm import answers, commands, parse, parse_text, rights
+from coorm_bridge.adapters.slurm import answers, commands, parse, parse_text, rights, rules_read
 from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of, misaddressed
+from coorm_bridge.adapters.slurm.rules import SlurmRules
 from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Reservation, ReservationSpec
+
+
+@contextlib.contextmanager
+def _unreadable() -> Iterator[None]:
+    """An answer the rules' parsers could not read: a failed read (the last rules are kept)."""
+    try:
+        yield
+    except ValueError as error:
+        raise BatchFailure("other", f"Slurm's rules: unreadable answer: {error}") from error
 
 
 class SlurmCliBackend(Backend[SlurmBinding]):
@@ -143,6 +154,37 @@ class SlurmCliBackend(Backend[SlurmBinding]):
 
     def delete_reservation(self, binding: SlurmBinding, name: str) -> None:
         self._write(binding, commands.delete_reservation(self._target(binding), name), ())
+
+    # -- users' rules ---------------------------------------------------------------------------
+
+    def rules(self, binding: SlurmBinding) -> SlurmRules:
+        """The partition's rules, and the accounting's where it is enforced (see
+        :mod:`.rules_read`: two scontrol commands, and three sacctmgr ones only then)."""
+        target = self._target(binding)
+        config = self._run(binding, rules_read.show_config(target), utc=False).stdout
+        partitions = self._run(binding, rules_read.show_partitions(target)).stdout
+        with _unreadable():
+            cluster, enforce = rules_read.enforce_of(config)
+            cluster = binding.cluster or cluster
+            rules = SlurmRules(
+                cluster=cluster,
+                partition=rules_read.parse_partition(partitions, binding.partition),
+                enforce=enforce,
+            )
+        if not rules.associations_enforced:
+            return rules
+        users = self._run(binding, rules_read.show_users()).stdout
+        associations = self._run(binding, rules_read.show_associations(cluster)).stdout
+        qos = self._run(binding, rules_read.show_qos()).stdout
+        with _unreadable():
+            return SlurmRules(
+                cluster=cluster,
+                partition=rules.partition,
+                enforce=enforce,
+                default_accounts=rules_read.parse_users(users),
+                associations=rules_read.parse_associations(associations),
+                qos=rules_read.parse_qos(qos),
+            )
 
     # -- rights -------------------------------------------------------------------------------
 

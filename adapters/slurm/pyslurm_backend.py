@@ -29,6 +29,7 @@ from coorm_bridge.adapters.slurm.hardware import hardware_of
 from coorm_bridge.adapters.slurm.settings import SlurmSettings
 from coorm_bridge.core.batch import AdapterError, Job, JobSpec, JobState, Node, Reservation
 from coorm_bridge.core.batch import ReservationSpec as Spec
+from coorm_bridge.core.rules import ClusterRules
 
 _VERSION = re.compile(r"(\d+)\.(\d+)")
 
@@ -194,6 +195,11 @@ class PyslurmBackend(Backend[SlurmBinding]):
 
     def check_rights(self, binding: SlurmBinding) -> None:
         self.cli.check_rights(binding)
+
+    def rules(self, binding: SlurmBinding) -> ClusterRules:
+        """Read by the commands (:meth:`.SlurmCliBackend.rules`): pyslurm 22.05 reads
+        partitions but not slurmdbd's associations and QOS limits, and both must agree."""
+        return self.cli.rules(binding)
 
     def close(self) -> None:
         self.cli.close()

@@ -42,6 +42,7 @@ from coorm_bridge.adapters.slurm.binding import SlurmBinding
 from coorm_bridge.adapters.slurm.hardware import hardware_of
 from coorm_bridge.adapters.slurm.settings import RestSettings
 from coorm_bridge.core.batch import Job, JobSpec, JobState, Node, Reservation, ReservationSpec
+from coorm_bridge.core.rules import ClusterRules
 
 T = TypeVar("T")
 
@@ -179,6 +180,12 @@ class RestBackend(Backend[SlurmBinding]):
 
     def check_rights(self, binding: SlurmBinding) -> None:
         self._commands(binding).check_rights(binding)
+
+    def rules(self, binding: SlurmBinding) -> ClusterRules:
+        """Read by the commands, as the writes are: slurmrestd 22.05 serves partitions but its
+        slurmdb API (associations, QOS, users) only where slurmrestd was started with
+        ``openapi/dbv0.0.38`` and slurmdbd, and never ``AccountingStorageEnforce``."""
+        return self._commands(binding).rules(binding)
 
     def close(self) -> None:
         self._http.close()

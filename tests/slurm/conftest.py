@@ -3,6 +3,7 @@
 ``slurm_partitions``: one slurmctld ("coorm") with one partition per name in ``.clusters``
 (slurmrestd on a Unix socket and on TCP with JWT). ``slurm_clusters``: one slurmctld per name
 in ``.clusters``, all registered with one slurmdbd (so ``-M <cluster>`` works), no REST.
+``slurm_accounting``: one slurmctld "alpha" with slurmdbd and its limits enforced.
 
 Both are session-scoped; each has its own BASE (a short directory under /tmp) and its own
 block of ports, locked with ``/tmp/coorm-slurm-ports-<PORT_BASE>.lock`` so that concurrent
@@ -363,5 +364,20 @@ def slurm_partitions(munge_daemon: None) -> Iterator[SlurmInstance]:
 def slurm_clusters(munge_daemon: None) -> Iterator[SlurmInstance]:
     """Two slurmctlds, alpha and beta (8 nodes each), one slurmdbd + mariadb, no REST."""
     knobs = {"CLUSTERS": "alpha beta", "NODES": "8", "DBD": "1", "REST": "0"}
+    with _slurm("clusters", knobs, COMMON_BINARIES + DBD_BINARIES) as instance:
+        yield instance
+
+
+@pytest.fixture(scope="session")
+def slurm_accounting(munge_daemon: None) -> Iterator[SlurmInstance]:
+    """One slurmctld, alpha (4 nodes), with slurmdbd and its limits enforced
+    (AccountingStorageEnforce=associations,limits,qos; EnforcePartLimits=ALL), no REST."""
+    knobs = {
+        "CLUSTERS": "alpha",
+        "NODES": "4",
+        "DBD": "1",
+        "REST": "0",
+        "ENFORCE": "associations,limits,qos",
+    }
     with _slurm("clusters", knobs, COMMON_BINARIES + DBD_BINARIES) as instance:
         yield instance

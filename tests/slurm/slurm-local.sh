@@ -25,6 +25,8 @@
 #   CONTROLLER=coorm       Slurm cluster name in MODE=partitions
 #   NODES=8          nodes per cluster/partition, named <name>01..<name>NN (NN <= 99)
 #   DBD=0|1          mariadb + slurmdbd (accounting; `-M <cluster>` needs it in MODE=clusters)
+#   ENFORCE=         DBD=1: AccountingStorageEnforce (e.g. associations,limits,qos); and
+#                    EnforcePartLimits=ALL with it (jobs past a partition's limits refused)
 #   REST=0|1         slurmrestd per Slurm cluster: Unix socket (rest_auth/local, as root) and
 #                    127.0.0.1:PORT (rest_auth/jwt, as nobody; use `scontrol token`)
 #   MARIADB=auto|own auto: reuse a mariadb that answers `mariadb -e 'select 1'` (own database
@@ -46,6 +48,7 @@ CLUSTERS=${CLUSTERS:-alpha beta}
 CONTROLLER=${CONTROLLER:-coorm}
 NODES=${NODES:-8}
 DBD=${DBD:-0}
+ENFORCE=${ENFORCE:-}
 REST=${REST:-0}
 MARIADB=${MARIADB:-auto}
 KEEP_ON_FAIL=${KEEP_ON_FAIL:-0}
@@ -65,6 +68,7 @@ check_params() {
   case $MODE in partitions|clusters) ;; *) die "MODE must be partitions or clusters, not '$MODE'" 2 ;; esac
   case $DBD in 0|1) ;; *) die "DBD must be 0 or 1" 2 ;; esac
   case $REST in 0|1) ;; *) die "REST must be 0 or 1" 2 ;; esac
+  [[ $ENFORCE =~ ^[a-z,]*$ ]] || die "ENFORCE must be a list of AccountingStorageEnforce words" 2
   case $MARIADB in auto|own) ;; *) die "MARIADB must be auto or own" 2 ;; esac
   [[ $PORT_BASE =~ ^[0-9]+$ ]] && [ "$PORT_BASE" -ge 1024 ] && [ "$PORT_BASE" -le 64000 ] ||
     die "PORT_BASE must be a number in 1024..64000" 2
@@ -317,6 +321,9 @@ write_conf() {  # controller index
   if [ "$DBD" = 1 ]; then
     printf 'AccountingStorageType=accounting_storage/slurmdbd\nAccountingStorageHost=localhost\nAccountingStoragePort=%s\n' \
       "$(dbd_port)" >>"$conf"
+    if [ -n "$ENFORCE" ]; then
+      printf 'AccountingStorageEnforce=%s\nEnforcePartLimits=ALL\n' "$ENFORCE" >>"$conf"
+    fi
   else
     printf 'AccountingStorageType=accounting_storage/none\n' >>"$conf"
   fi
