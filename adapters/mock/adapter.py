@@ -20,11 +20,11 @@ from coorm_bridge.batchsim import (
     Clock,
     Journal,
     LocalScheduler,
+    MockRules,
     PlatformSpec,
     Site,
     WallClock,
 )
-from coorm_bridge.batchsim.rules import MockRules
 from coorm_bridge.core.batch import (
     JobSpec,
     JobState,

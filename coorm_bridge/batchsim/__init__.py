@@ -56,6 +56,7 @@ from coorm_bridge.batchsim.platform import (
     parse_platform,
 )
 from coorm_bridge.batchsim.recording import resumed_clock
+from coorm_bridge.batchsim.rules import MockRules, UserRule
 from coorm_bridge.batchsim.scheduler import (
     JobRecord,
     LocalJobSpec,
@@ -100,6 +101,7 @@ __all__ = [
     "Load",
     "LocalJobSpec",
     "LocalScheduler",
+    "MockRules",
     "OutageSpec",
     "PlatformSpec",
     "Replay",
@@ -114,6 +116,7 @@ __all__ = [
     "SwfTrace",
     "SyntheticLoad",
     "TraceLoad",
+    "UserRule",
     "VirtualClock",
     "WallClock",
     "calls",
