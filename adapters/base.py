@@ -55,6 +55,13 @@ class Adapter(ABC):
     def clusters(self) -> list[ClusterInfo]:
         """The clusters this adapter serves (CINFO)."""
 
+    def configured(self) -> list[str] | None:
+        """The clusters' names as the configuration gives them, known without asking the batch
+        system; None (the default) when only :meth:`clusters` can say. A daemon whose batch
+        system does not answer at start (:class:`Unavailable` from :meth:`clusters`) starts with
+        these, their properties as last read, and reads them again once it answers."""
+        return None
+
     @abstractmethod
     def interconnect(self) -> Interconnect:
         """Latency and bandwidth between its clusters (ICINFO)."""

@@ -53,7 +53,7 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
 #: a Slurm of their own go with the Slurm group: one worker runs the Slurms, one at a time.
 GROUPS = (
     ("oar", {"oar"}),
-    ("slurm", {"slurm_partitions", "slurm_clusters", "munge_daemon"}),
+    ("slurm", {"slurm_partitions", "slurm_clusters", "slurm_own", "munge_daemon"}),
 )
 
 

@@ -90,6 +90,10 @@ class BatchAdapter(Adapter, Generic[B]):
                 self._infos = infos
             return list(self._infos)
 
+    def configured(self) -> list[str]:
+        """The clusters of the settings, in their order."""
+        return [cluster.name for cluster in self.settings.clusters]
+
     def interconnect(self) -> Interconnect:
         return Interconnect(links=self.settings.links)
 

@@ -31,6 +31,28 @@ _ERROR_TEXTS: Final[tuple[tuple[str, ErrorKind], ...]] = (
 )  # fmt: skip
 _ERRORS: Final = tuple((re.compile(text, re.IGNORECASE), kind) for text, kind in _ERROR_TEXTS)
 
+#: How every back-end says that slurmctld did not answer, before the command's own words: Slurm's
+#: own ("Socket timed out", "Unspecified error") never say which daemon is silent.
+NO_ANSWER: Final = "the controller does not answer"
+#: Slurm 22.05's ``sinfo --json`` and ``squeue --json`` exit 0 with this as their only error and
+#: no record, after 10 s, both when slurmctld is down and when it is stopped or too busy to answer
+#: (their text forms then say "Unable to contact slurm controller" or "Socket timed out").
+UNANSWERED_JSON: Final = re.compile(r"Unspecified error|Failed while looking for jobs")
+
+
+#: The ``unreachable`` messages that are slurmdbd's, not the controller's.
+_DATABASE: Final = re.compile(r"Problem talking to database", re.IGNORECASE)
+
+
+def not_answering(message: str) -> str:
+    """``message`` of a command slurmctld did not answer, saying so first (once); a message
+    that is not of an unanswered controller (slurmdbd's, another failure) is left as it is."""
+    if message.startswith(NO_ANSWER) or _DATABASE.search(message):
+        return message
+    if classify_error(message) != "unreachable" and not UNANSWERED_JSON.search(message):
+        return message
+    return f"{NO_ANSWER}: {message}"
+
 
 def classify_error(stderr: str) -> ErrorKind:
     """What a failed command's message means; unknown messages are ``other``. ``busy``,

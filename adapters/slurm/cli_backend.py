@@ -45,7 +45,8 @@ class SlurmCliBackend(Backend[SlurmBinding]):
         done = self.runner.run(argv, env=env, timeout=self.timeout)
         if not done.ok:
             message = (done.stderr or done.stdout).strip() or f"{argv[0]} exit {done.returncode}"
-            raise BatchFailure(answers.classify_error(message), message)
+            kind = answers.classify_error(message)
+            raise BatchFailure(kind, answers.not_answering(message))
         return done
 
     @staticmethod

@@ -53,16 +53,22 @@ def hardware_of(
 def check_errors(document: Mapping[str, Any], what: str) -> None:
     """A BatchFailure when an answer's ``errors`` are not empty. Slurm 22.05's ``sinfo --json``
     exits 0 with ``errors: [{"error": "Unspecified error"}]`` and no node when slurmctld does not
-    answer: no node then says nothing of the partition."""
+    answer (down, stopped or busy): an ``unreachable`` failure that says so; no node then says
+    nothing of the partition."""
     errors = document.get("errors")
     if not errors:
         return
     texts = [
-        str(e.get("description") or e.get("error") or e) if isinstance(e, Mapping) else str(e)
+        ": ".join(dict.fromkeys(str(e[k]) for k in ("description", "error") if e.get(k))) or str(e)
+        if isinstance(e, Mapping)
+        else str(e)
         for e in (errors if isinstance(errors, list) else [errors])
     ]
     said = "; ".join(texts)
-    raise BatchFailure(answers.classify_error(said), f"{what}: Slurm reported: {said}")
+    message = f"{what}: Slurm reported: {said}"
+    if answers.UNANSWERED_JSON.search(said):
+        raise BatchFailure("unreachable", answers.not_answering(message))
+    raise BatchFailure(answers.classify_error(said), answers.not_answering(message))
 
 
 def no_node(partition: str | None, nodes: Iterable[Mapping[str, Any]]) -> str:

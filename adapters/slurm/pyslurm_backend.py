@@ -119,7 +119,8 @@ class PyslurmBackend(Backend[SlurmBinding]):
                 return read()
         except Exception as error:  # a C extension: any error fails the read
             message = str(error.args[0] if error.args else error) or type(error).__name__
-            raise BatchFailure(answers.classify_error(message), f"pyslurm: {message}") from error
+            said = answers.not_answering(f"pyslurm: {message}")
+            raise BatchFailure(answers.classify_error(message), said) from error
 
     def _nodes(self) -> dict[str, dict[str, Any]]:
         return self._call(lambda: dict(self.pyslurm.node().get()))

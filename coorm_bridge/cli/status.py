@@ -51,6 +51,15 @@ def show_status(url: str | None, token: str | None, ca: str | None = None) -> in
         )
         for info in infos
     ]
+    shown = {info.name for info in infos}
+    rows += [  # served but never read: not offered to subscriptions until its batch system answers
+        (name, "?", _batch(health, name), "?", "?")
+        for name in sorted(health.clusters)
+        if name not in shown
+    ]
+    for name, cluster in sorted(health.clusters.items()):  # why a cluster is stale
+        if cluster.status != "ok" and cluster.error:
+            print(f"  {escaped(name)}: {escaped(cluster.error)}")
     print()
     table(("CLUSTER", "HOSTS", "BATCH", "FREE NOW", "FREE LATER (time: hosts)"), rows)
     print()

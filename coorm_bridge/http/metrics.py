@@ -88,12 +88,20 @@ class BridgeCollector(Collector):
             "its account the rights; see /v1/health).",
             labels=["cluster"],
         )
+        overruns = CounterMetricFamily(
+            "coorm_cluster_poll_overruns",
+            "Polls that came due while the one before still ran (a slow or stopped batch "
+            "system: after two intervals its cluster is stale).",
+            labels=["cluster"],
+        )
         for cluster, polled in self.poller.statuses().items():
             up.add_metric([cluster], 0 if polled.stale else 1)
             failures.add_metric([cluster], polled.failures)
+            overruns.add_metric([cluster], polled.overruns)
             rights.add_metric([cluster], 0 if self.problems.has("rights", cluster) else 1)
         yield up
         yield failures
+        yield overruns
         yield rights
         # Launchers waiting on their events, each with a connection and a task in the daemon.
         text = "Long polls waiting for their session's events."

@@ -248,12 +248,18 @@ class Bridge:
         return [CAP.of(name, profile, last.now) for name, profile in sorted(last.left.items())]
 
     def health(self) -> Health:
+        """Each cluster stale while its batch system does not answer, its poll has run for
+        two intervals, or its properties were not read since the start (the error says which,
+        with the batch system's words)."""
+        unread = self.catalogue.unread
         clusters = {
             name: ClusterHealth(
-                status="stale" if status.stale else "ok",
+                status="stale" if status.stale or name in unread else "ok",
                 last_snapshot=status.last_ok,
                 failures=status.failures,
-                error=status.error,
+                error=status.error
+                if status.error is not None or name not in unread
+                else f"its properties are not read yet: {unread[name]}",
             )
             for name, status in self.poller.statuses().items()
         }

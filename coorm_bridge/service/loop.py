@@ -98,6 +98,8 @@ class Loop:
         self._again = False
         self._jobs_due = jobs_due
         self._jobs_thread: threading.Thread | None = None
+        self._unchecked: set[str] = set()
+        """Clusters whose rights were not checked yet (silent at start)."""
         self.scheduler = BackgroundScheduler(
             executors={
                 "default": ThreadPoolExecutor(max(4, len(poller.clusters) + 2)),
@@ -122,8 +124,15 @@ class Loop:
         retry."""
         if self.poller.poll(cluster):
             self.due.trigger()
+        group = self.poller.group(cluster)
         if not self.poller.status(cluster).failures:  # a batch system that answers
-            self.rules.refresh(self.poller.group(cluster))
+            self.rules.refresh(group)
+            if any(name in self.catalogue.unread for name in group):
+                self.catalogue.refresh()  # silent at start: its clusters' properties now
+            unchecked = [name for name in group if name in self._unchecked]
+            if unchecked:
+                self._unchecked.difference_update(unchecked)
+                self.check_rights(unchecked)
         if self.problems.due("rights", cluster, self.adapter.now()):
             self.check_rights([cluster])
         return self.poller.delay(cluster)
@@ -136,13 +145,14 @@ class Loop:
         self.enactor.run()
         return ran
 
-    def reconcile(self) -> dict[str, int]:
-        """Compare the batch systems' reservations with the store and repair the difference.
+    def reconcile(self, clusters: Iterable[str] | None = None) -> dict[str, int]:
+        """Compare the batch systems' reservations with the store and repair the difference
+        (on ``clusters``, by default every one).
 
         It changes reservations, so it runs between two enactments, never during one; the
         bridge's lock is not held while the batch systems are asked."""
         with self.working:
-            ours = self.reconciler.ours(self.poller.clusters)
+            ours = self.reconciler.ours(self.poller.clusters if clusters is None else clusters)
             done = self.reconciler.reconcile(ours, self.adapter.now())
             self.stats.repairs.update(done)
             self.stats.reconciliations += 1
@@ -154,19 +164,31 @@ class Loop:
     # -- the scheduler ------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Check the bridge's rights, poll everything, reconcile, run a first pass, then go on
-        in the background."""
-        self.check_rights()
+        """Poll everything, check the bridge's rights and reconcile where the batch systems
+        answered, run a first pass, then go on in the background. A batch system that did not
+        answer is not asked again before serving (each question would wait for its timeout):
+        its rights are checked at its first answer, its placeholders at the next
+        reconciliation."""
         groups = [group[0] for group in self.poller.groups]
+        self._unchecked = set(self.poller.clusters)
         for cluster in groups:  # with the clusters read with it
             self.poll(cluster)
-        self.reconcile()
+        answered = [name for name in self.poller.clusters if not self.poller.status(name).stale]
+        self._unchecked.difference_update(answered)
+        self.check_rights(answered)
+        self.reconcile(answered)
         self.tick()
         interval = self.config.policy.interval
         for cluster in groups:
             delay = self.poller.delay(cluster)
+            # Two instances: one due while the last still runs reaches the poller, which
+            # counts it as an overrun and returns (APScheduler would log each one it skips).
             self.scheduler.add_job(
-                self._poll, IntervalTrigger(seconds=delay), args=(cluster,), id=f"poll-{cluster}"
+                self._poll,
+                IntervalTrigger(seconds=delay),
+                args=(cluster,),
+                id=f"poll-{cluster}",
+                max_instances=2,
             )
         self.scheduler.add_job(self._tick, IntervalTrigger(seconds=interval), id="policy")
         # Placements: started when a pass wants something (and every poll interval, for
@@ -197,6 +219,8 @@ class Loop:
             self.scheduler.shutdown(wait=True)
 
     def _poll(self, cluster: str) -> None:
+        if self.poller.overran(cluster):
+            return
         try:
             delay = self.poll(cluster)
         except Exception:

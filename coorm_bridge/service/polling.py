@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from coorm_bridge.adapters.base import Adapter
@@ -22,6 +23,10 @@ log = logging.getLogger(__name__)
 
 #: A silent cluster is polled at most this many times less often than a healthy one.
 MAX_BACKOFF_FACTOR = 16
+#: A poll that has run for this many poll intervals marks its clusters stale until it returns:
+#: a controller that is stopped, or too busy to answer, shows in health within two polls
+#: rather than after its commands' own timeouts.
+OVERDUE = 2
 
 
 @dataclass
@@ -37,22 +42,39 @@ class ClusterStatus:
     failures: int = 0
     """Polls failed in a row (0: the last one answered)."""
     error: str | None = None
+    overruns: int = 0
+    """Polls that came due while the one before still ran (since the start)."""
+    running_for: float | None = None
+    """Seconds the poll under way has run, once that is :data:`OVERDUE` intervals or more
+    (None: no poll that long), as :meth:`Poller.statuses` saw it."""
 
     @property
     def stale(self) -> bool:
-        return self.failures > 0 or self.snapshot is None
+        return self.failures > 0 or self.snapshot is None or self.running_for is not None
 
 
 class Poller:
     """Fetches snapshots cluster by cluster and keeps what the policy and placement need."""
 
-    def __init__(self, adapter: Adapter, clusters: list[str], prefix: str, interval: float) -> None:
+    def __init__(
+        self,
+        adapter: Adapter,
+        clusters: list[str],
+        prefix: str,
+        interval: float,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.adapter = adapter
         self.prefix = prefix
         self.interval = interval
         self._status = {name: ClusterStatus() for name in clusters}
         self._group = {name: group for group in adapter.polled_together(clusters) for name in group}
         self._lock = threading.Lock()
+        self._clock = clock
+        self._running: dict[tuple[str, ...], float] = {}
+        """The groups being polled now, and since when (``clock``)."""
+        self._told: set[tuple[str, ...]] = set()
+        """The running polls whose overrun was logged (once per poll)."""
 
     @property
     def clusters(self) -> list[str]:
@@ -76,6 +98,38 @@ class Poller:
         stays with the cluster it belongs to.
         """
         group = self._group.get(cluster, (cluster,))
+        if self.overran(cluster):
+            return False
+        with self._lock:
+            self._running[group] = self._clock()
+        try:
+            return self._poll_group(group)
+        finally:
+            with self._lock:
+                self._running.pop(group, None)
+                self._told.discard(group)
+
+    def overran(self, cluster: str) -> bool:
+        """Whether the poll of ``cluster``'s group is still under way; then this poll, due
+        meanwhile, is counted as an overrun (logged once per poll) and not made."""
+        group = self._group.get(cluster, (cluster,))
+        with self._lock:
+            since = self._running.get(group)
+            if since is None:
+                return False
+            for name in group:
+                self._status[name].overruns += 1
+            told = group in self._told
+            self._told.add(group)
+        if not told:
+            log.warning(
+                "cluster %s: its poll has not answered for %.0f s; the next ones wait for it",
+                ", ".join(group),
+                self._clock() - since,
+            )
+        return True
+
+    def _poll_group(self, group: tuple[str, ...]) -> bool:
         if len(group) > 1:
             try:
                 shots = self.adapter.snapshot(list(group)).clusters
@@ -173,10 +227,20 @@ class Poller:
         )
 
     def stale(self) -> tuple[str, ...]:
-        with self._lock:
-            return tuple(name for name, status in self._status.items() if status.stale)
+        return tuple(name for name, status in self.statuses().items() if status.stale)
 
     def statuses(self) -> dict[str, ClusterStatus]:
-        """A copy of every cluster's status, taken at one moment."""
+        """A copy of every cluster's status, taken at one moment; a cluster whose poll has run
+        for :data:`OVERDUE` intervals is stale, and its error says for how long."""
         with self._lock:
-            return {name: replace(status) for name, status in self._status.items()}
+            now = self._clock()
+            copies = {}
+            for name, status in self._status.items():
+                copy = replace(status)
+                since = self._running.get(self._group.get(name, (name,)))
+                if since is not None and now - since >= OVERDUE * self.interval:
+                    copy.running_for = now - since
+                    late = f"its poll has not answered for {now - since:.0f} s"
+                    copy.error = late if status.error is None else f"{late}; before: {status.error}"
+                copies[name] = copy
+            return copies

@@ -27,7 +27,7 @@ from coorm_bridge.placement.reconcile import Reconciler
 from coorm_bridge.service.admin import Admin
 from coorm_bridge.service.batchrules import BatchRules
 from coorm_bridge.service.bridge import Bridge
-from coorm_bridge.service.catalogue import Catalogue
+from coorm_bridge.service.catalogue import Catalogue, first_read
 from coorm_bridge.service.config import Config, ConfigError
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.enactor import Enactor
@@ -115,9 +115,10 @@ def assemble(
     config: Config, adapter: Adapter, store: Store, folder: StateLock | None = None
 ) -> Service:
     """Every part of the service over ``adapter`` and ``store``, the loop not started. Reads
-    the clusters, which raises what the adapter raises when it cannot say them."""
-    infos, interconnect = adapter.clusters(), adapter.interconnect()
-    clusters = [info.name for info in infos]
+    the clusters (:func:`.catalogue.first_read`: a batch system that does not answer leaves
+    them as last read), which raises what the adapter raises when it cannot say them at all."""
+    read = first_read(adapter, store)
+    infos, interconnect, clusters = read.infos, read.interconnect, read.clusters
     prefix = own_prefix(config, store)
     lock = threading.RLock()
     working = threading.Lock()  # held while batch systems change: one enactment or repair
@@ -140,10 +141,12 @@ def assemble(
         trigger=due.trigger,
         infos=infos,
         interconnect=interconnect,
+        unread=read.unread,
     )
     groups = Groups()
     rules = BatchRules(adapter, clusters, groups)
-    rules.refresh(clusters)  # at start, as the catalogue is read: then with the polls
+    # At start, as the catalogue is read (not where it could not be): then with the polls.
+    rules.refresh([name for name in clusters if name not in read.unread])
     limits = UserLimits(
         settings=lambda: settings.current.limits,
         store=store,
@@ -267,7 +270,7 @@ def build(config: Config) -> Service:
     not started); raises StoreError when another daemon holds the folder or the database
     cannot be used, ConfigError when the batch system shows a setting of the file to be wrong
     (a partition it does not have), AdapterError when it cannot say its clusters (one that does
-    not answer)."""
+    not answer, when the adapter cannot name them without it: see :func:`.catalogue.first_read`)."""
     state = config.bridge.state_path
     state.mkdir(mode=0o700, parents=True, exist_ok=True)
     folder = StateLock(state)

@@ -24,6 +24,7 @@ from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import FINAL, AppState, transition
 from coorm_bridge.store.drains import DrainQueries
 from coorm_bridge.store.jobs import JobQueries
+from coorm_bridge.store.meta import MetaQueries
 from coorm_bridge.store.rows import (
     PlaceholderRow,
     SessionRow,
@@ -42,7 +43,7 @@ _UNSET: Final = _Unset.UNSET
 _UPDATABLE: Final = ("state", "request", "estimated_start", "started_at", "done_at", "alloc_end")
 
 
-class Store(JobQueries, DrainQueries):
+class Store(JobQueries, DrainQueries, MetaQueries):
     """Sessions, events, placeholders, jobs and drained clusters in the database; thread-safe
     like it."""
 

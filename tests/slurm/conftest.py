@@ -23,6 +23,7 @@ import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -121,6 +122,28 @@ class SlurmInstance:
         """A JWT from ``scontrol token`` (for X-SLURM-USER-TOKEN)."""
         out = self.run("scontrol", "token", f"username={username}", f"lifespan={lifespan}")
         return out.stdout.strip().removeprefix("SLURM_JWT=")
+
+    def controller_pid(self, controller: str | None = None) -> int:
+        """The PID of ``controller``'s slurmctld (default: the first), from its PID file."""
+        name = controller or self.controllers[0]
+        return int((self.base / name / "run" / "slurmctld.pid").read_text().split()[0])
+
+    def stop_controller(self, controller: str | None = None, timeout: float = 60) -> None:
+        """Stop ``controller``'s slurmctld (SIGTERM to its PID) and wait until it is gone."""
+        pid = self.controller_pid(controller)
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while Path(f"/proc/{pid}").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        if Path(f"/proc/{pid}").exists():
+            pytest.fail(f"slurmctld {pid} still runs {timeout} s after SIGTERM", pytrace=False)
+
+    def start_controller(self, controller: str | None = None) -> None:
+        """Start ``controller``'s slurmctld again, as slurm-local.sh does (it daemonizes)."""
+        name = controller or self.controllers[0]
+        conf = str(self.base / "etc" / f"{name}.conf")
+        env = {**self.environ(), "SLURM_CONF": conf, "COORM_SLURM_BASE": str(self.base)}
+        subprocess.run(["slurmctld", "-i"], env=env, check=True, timeout=60, cwd=self.base)
 
     def reset(self, timeout: float = 60) -> None:
         """Cancel every job, delete every reservation, wait until every node is idle."""
@@ -358,6 +381,20 @@ def slurm_partitions(munge_daemon: None) -> Iterator[SlurmInstance]:
     knobs = {"CLUSTERS": "alpha beta gamma", "NODES": "8", "DBD": "0", "REST": "1"}
     with _slurm("partitions", knobs, COMMON_BINARIES + REST_BINARIES) as instance:
         yield instance
+
+
+@pytest.fixture
+def slurm_own(munge_daemon: None) -> Iterator[SlurmInstance]:
+    """A Slurm of the test's own, up in about a second: one slurmctld "coorm" with partition
+    alpha (2 nodes), no REST, whose controller the test may stop or freeze (SIGSTOP: it is
+    continued before the teardown)."""
+    knobs = {"CLUSTERS": "alpha", "NODES": "2", "DBD": "0", "REST": "0"}
+    with _slurm("partitions", knobs, COMMON_BINARIES) as instance:
+        try:
+            yield instance
+        finally:
+            with contextlib.suppress(OSError, ValueError):
+                os.kill(instance.controller_pid(), signal.SIGCONT)
 
 
 @pytest.fixture(scope="session")

@@ -126,7 +126,9 @@ def test_a_controller_that_does_not_answer_fails_only_its_clusters(monkeypatch, 
         slurm.snapshot(["a", "d", "c"])
     if not hang:  # the runner's own Unavailable names no cluster, as before
         assert failed.value.cluster == "d"
-        assert "Unable to contact" in str(failed.value)
+        assert "the controller does not answer: squeue: error: Unable to contact" in str(
+            failed.value
+        )
 
 
 def test_read_of_one_cluster_still_works_and_raises_its_failure() -> None:

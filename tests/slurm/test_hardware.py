@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from coorm_bridge.adapters.batch.backend import BatchFailure
+from coorm_bridge.adapters.slurm import answers
 from coorm_bridge.adapters.slurm.hardware import check_errors, hardware_of
 
+DOWN = Path(__file__).parent.parent / "data" / "slurm" / "down"
 NODES = [
     {"name": "a1", "partitions": ["alpha"], "cpus": 4, "real_memory": 2000},
     {"name": "a2", "partitions": ["alpha", "all"], "cpus": 2, "real_memory": 4000},
@@ -55,9 +60,45 @@ def test_a_controller_without_nodes_says_so_of_the_setting_that_led_there(partit
     assert (caught.value.kind, caught.value.key) == ("misconfigured", key)
 
 
+@pytest.mark.parametrize(
+    ("recorded", "what"),
+    [("sinfo_json_controller_down.json", "sinfo --json"),
+     ("squeue_json_controller_down.json", "squeue --json")],
+)  # fmt: skip
+def test_a_json_unspecified_error_says_the_controller_does_not_answer(recorded, what):
+    # Slurm 22.05 with slurmctld stopped (or stalled, or too busy to answer): exit 0, this, and
+    # no node. Before, "sinfo --json: Slurm reported: Unspecified error" of kind "other", and a
+    # daemon starting then stopped with it.
+    document = json.loads((DOWN / recorded).read_text())
+    with pytest.raises(BatchFailure) as failed:
+        check_errors(document, what)
+    assert failed.value.kind == "unreachable"
+    assert str(failed.value).startswith(f"the controller does not answer: {what}: Slurm reported: ")
+    assert "Unspecified error" in str(failed.value)
+
+
+@pytest.mark.parametrize(
+    ("said", "kind", "message"),
+    [
+        ("slurm_load_partitions: Unable to contact slurm controller (connect failure)",
+         "unreachable", "the controller does not answer: slurm_load_partitions: Unable to contact "
+                        "slurm controller (connect failure)"),
+        ("slurm_load_jobs error: Socket timed out on send/recv operation", "unreachable",
+         "the controller does not answer: slurm_load_jobs error: Socket timed out on send/recv "
+         "operation"),
+        ("sacctmgr: error: Problem talking to database", "unreachable",
+         "sacctmgr: error: Problem talking to database"),  # slurmdbd's, not the controller's
+        ("Requested nodes are busy", "busy", "Requested nodes are busy"),
+    ],
+)  # fmt: skip
+def test_a_command_the_controller_did_not_answer_says_so_first(said, kind, message):
+    assert answers.classify_error(said) == kind
+    assert answers.not_answering(said) == message
+    assert answers.not_answering(message) == message  # said once
+
+
 def test_an_answer_with_errors_is_a_failure_not_an_empty_partition():
-    # sinfo --json of Slurm 22.05 while slurmctld is down: exit 0, this, and no node.
-    document = {"errors": [{"error": "Unspecified error", "errno": -1}], "nodes": []}
-    with pytest.raises(BatchFailure, match=r"^sinfo --json: Slurm reported: Unspecified error$"):
+    document = {"errors": [{"error": "Invalid user id"}], "nodes": []}
+    with pytest.raises(BatchFailure, match=r"^sinfo --json: Slurm reported: Invalid user id$"):
         check_errors(document, "sinfo --json")
     check_errors({"errors": [], "nodes": []}, "sinfo --json")
