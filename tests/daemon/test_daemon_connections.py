@@ -263,5 +263,4 @@ def test_out_of_descriptors_is_logged_once_per_interval(make_daemon, held):
     log = daemon.log.read_text()
     assert log.count("cannot accept a connection") == 1 + log.count("more in the last")
     assert log.count("more in the last") == 1  # the others, counted, told at the stop
-    assert "out of system resource" not in log
-    assert "Traceback" not in log
+    assert "out of system resource" not in log  # asyncio's traceback per try: none
