@@ -83,6 +83,7 @@ def run(config: Config, on_ready: Callable[[list[str]], None] | None = None) -> 
                 on_ready=on_ready,
                 on_stopping=notifier.stop,
                 signals=signals,
+                connections=config.bridge.connections,
             )
         finally:
             service.close()

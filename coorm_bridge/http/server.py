@@ -19,33 +19,37 @@ import resource
 import socket
 import ssl
 import stat
-import struct
 import sys
 import threading
 from collections.abc import Callable, Generator, Mapping
 from contextlib import suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import uvicorn
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp
 from uvicorn.config import STARTUP_FAILURE
-from uvicorn.protocols.http.h11_impl import H11Protocol
 
+from coorm_bridge.http.connections import (
+    PEER_SCOPE_KEY,
+    Acceptor,
+    Guard,
+    GuardedH11Protocol,
+    PeerCredentials,
+    Summary,
+    Ticket,
+)
 from coorm_bridge.http.signals import StopSignals
 from coorm_bridge.http.tls import TlsFiles, tls_options
+from coorm_bridge.service.config import ConnectionSettings
 
 log = logging.getLogger(__name__)
 
-PEER_SCOPE_KEY = "coorm.peer"
 #: Anyone who reaches the socket may connect: the app decides from the peer's uid (a site-wide
 #: bridge needs that). A per-user bridge's default socket sits in a 0700 directory anyway.
 DEFAULT_SOCKET_MODE = 0o666
 BACKLOG = 2048  # bursts of launchers (re)connecting at once must not be refused
-KEEP_ALIVE = 75  # seconds: long-polling launchers reuse their connection between polls
 SHUTDOWN_TIMEOUT = 10  # seconds for running requests to finish at a stop (long polls end at once)
-_PEERCRED = struct.Struct("3i")  # struct ucred: pid, uid, gid
 
 OnReady = Callable[[list[str]], None]
 OnStopping = Callable[[], None]
@@ -55,42 +59,10 @@ class ServerError(Exception):
     """The bridge cannot listen or start; the message says where and why."""
 
 
-@dataclass(frozen=True, slots=True)
-class PeerCredentials:
-    """Who is at the other end of a Unix-socket connection, as the kernel saw it at connect."""
-
-    pid: int
-    uid: int
-    gid: int
-
-
 def peer_of(scope: Mapping[str, Any]) -> PeerCredentials | None:
     """The Unix-socket peer of a request (pass ``request.scope``); None over TCP."""
     peer = scope.get(PEER_SCOPE_KEY)
     return peer if isinstance(peer, PeerCredentials) else None
-
-
-class PeerAwareH11Protocol(H11Protocol):
-    """uvicorn's h11 protocol whose Unix connections wrap the app so that their requests carry
-    the peer. uvicorn 0.54 copies ``config.loaded_app`` to ``self.app`` per connection and reads
-    ``self.app`` for each request, so replacing it here affects this connection only."""
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        sock, app = transport.get_extra_info("socket"), self.app
-        if sock is None or sock.family != socket.AF_UNIX:
-            return
-        try:
-            raw = sock.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, _PEERCRED.size)
-        except OSError:  # no credentials: the requests stay anonymous, which the app refuses
-            return
-        peer = PeerCredentials(*_PEERCRED.unpack(raw))
-
-        async def app_with_peer(scope: Scope, receive: Receive, send: Send) -> None:
-            scope[PEER_SCOPE_KEY] = peer
-            await app(scope, receive, send)
-
-        self.app = app_with_peer
 
 
 def raise_open_files_limit(cap: int = 65536) -> int:
@@ -156,9 +128,12 @@ class _Server(uvicorn.Server):
         on_ready: OnReady,
         on_stopping: OnStopping | None,
         signals: StopSignals,
+        limits: ConnectionSettings,
     ) -> None:
         super().__init__(config)
         self.on_ready, self.on_stopping, self.signals = on_ready, on_stopping, signals
+        self.limits = limits
+        self.summary: Summary | None = None
         self.sockets: list[socket.socket] = []
         self.addresses: list[str] = []
         self.unix_file: tuple[Path, os.stat_result] | None = None  # ours to remove at the end
@@ -184,28 +159,37 @@ class _Server(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn's startup for pre-bound sockets, except that its SSL context goes to TCP
-        sockets only (uvicorn gives it to all of them)."""
+        sockets only (uvicorn gives it to all of them), and that each socket is accepted on by
+        an :class:`Acceptor` under the connection caps (not by asyncio's ``create_server``:
+        see :mod:`coorm_bridge.http.connections`)."""
         await self.lifespan.startup()
         if self.lifespan.should_exit:
             sys.exit(STARTUP_FAILURE)
-        config, loop = self.config, asyncio.get_running_loop()
+        config, limits = self.config, self.limits
+        self.summary = Summary(limits.log_interval)
+        guard = Guard(limits, self.summary)
+        log.info(
+            "connections: at most %d, %d per peer; %g s to send a request, %g s idle",
+            guard.total,
+            guard.per_peer,
+            limits.request_timeout,
+            limits.idle_timeout,
+        )
 
-        def create_protocol(_loop: asyncio.AbstractEventLoop | None = None) -> asyncio.Protocol:
-            return config.http_protocol_class(  # type: ignore[call-arg]
-                config=config,
-                server_state=self.server_state,
-                app_state=self.lifespan.state,
-                _loop=_loop,
+        def create_protocol(ticket: Ticket, peer: PeerCredentials | None) -> asyncio.Protocol:
+            protocol = GuardedH11Protocol(
+                config=config, server_state=self.server_state, app_state=self.lifespan.state
             )
+            protocol.ticket, protocol.credentials = ticket, peer
+            protocol.request_timeout = limits.request_timeout
+            return protocol
 
         self.servers = []
         for sock in sockets or self.sockets:
             tls = None if sock.family == socket.AF_UNIX else config.ssl
-            self.servers.append(
-                await loop.create_server(
-                    create_protocol, sock=sock, ssl=tls, backlog=config.backlog
-                )
-            )
+            acceptor = Acceptor(sock, create_protocol, guard, limits, tls)
+            acceptor.start(config.backlog)
+            self.servers.append(acceptor)  # type: ignore[arg-type]  # uvicorn: close, wait_closed
         self.started = True
         self.on_ready(list(self.addresses))
 
@@ -221,6 +205,8 @@ class _Server(uvicorn.Server):
             except Exception:
                 log.exception("the application's stop hook failed")
         await super().shutdown(sockets)
+        if self.summary is not None:
+            self.summary.close()  # the refusals and accept errors still counted
 
     @contextlib.contextmanager
     def capture_signals(self) -> Generator[None, None, None]:
@@ -249,13 +235,16 @@ def serve(
     signals: StopSignals | None = None,
     log_level: str = "warning",
     access_log: bool = False,
+    connections: ConnectionSettings | None = None,
 ) -> None:
     """Serve ``app`` until SIGTERM or SIGINT, then stop gracefully, remove the socket and return.
     ``tls``: serve TCP over TLS with these files. ``on_ready`` gets the addresses
     (``unix:///path``, ``http[s]://host:port`` with the real port) once all listen;
     ``on_stopping`` is called in the server's loop as the stop begins, before it waits for the
-    requests in progress. ``signals``: the caller's, to keep the signals held after this returns
-    (while it closes what it runs); by default they are held until this returns. Raises
+    requests in progress. ``connections``: the caps and time limits on connections (default:
+    ``[bridge.connections]``'s defaults). ``signals``: the caller's, to keep the signals held
+    after this returns (while it closes what it runs); by default they are held until this
+    returns. Raises
     ServerError if a listener cannot be set up or the app fails to start."""
     with StopSignals() if signals is None else contextlib.nullcontext(signals) as held:
         server = BackgroundServer(
@@ -268,6 +257,7 @@ def serve(
             on_stopping=on_stopping,
             log_level=log_level,
             access_log=access_log,
+            connections=connections,
         )
         server.signals = held
         server._bind().run_listening()  # in this thread, with signal handlers if the main one
@@ -302,11 +292,13 @@ class BackgroundServer:
         on_stopping: OnStopping | None = None,
         log_level: str = "warning",
         access_log: bool = False,
+        connections: ConnectionSettings | None = None,
     ) -> None:
         self.app, self.unix_path, self.tcp, self.socket_mode = app, unix_path, tcp, socket_mode
         self.tls = tls
         self.on_ready, self.log_level, self.access_log = on_ready, log_level, access_log
         self.on_stopping = on_stopping
+        self.connections = connections or ConnectionSettings()
         self.signals = StopSignals()  # none come to its thread: serve() gives the main thread's
         self.addresses: list[str] = []
         self._ready = threading.Event()
@@ -320,7 +312,7 @@ class BackgroundServer:
         raise_open_files_limit()
         config = uvicorn.Config(
             self.app,
-            http=PeerAwareH11Protocol,
+            http=GuardedH11Protocol,
             ws="none",  # a plain HTTP API; an upgraded connection would bypass the peer wrapper
             lifespan="on",  # a failing app startup must stop the bridge, not be ignored
             log_config=None,  # the daemon's own logging set-up decides where messages go
@@ -329,12 +321,12 @@ class BackgroundServer:
             proxy_headers=False,  # nobody may claim another client address (X-Forwarded-For)
             limit_concurrency=None,
             backlog=BACKLOG,
-            timeout_keep_alive=KEEP_ALIVE,
+            timeout_keep_alive=self.connections.idle_timeout,  # between requests, and at first
             timeout_graceful_shutdown=SHUTDOWN_TIMEOUT,
             **tls_options(self.tls),
         )
         _load(config, self.tls)
-        server = _Server(config, self._now_ready, self.on_stopping, self.signals)
+        server = _Server(config, self._now_ready, self.on_stopping, self.signals, self.connections)
         try:
             _bind_unix(Path(os.path.abspath(self.unix_path)), self.socket_mode, server)
             if self.tcp is not None:

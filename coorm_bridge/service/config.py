@@ -89,6 +89,27 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+class ConnectionSettings(Frozen):
+    """``[bridge.connections]``: how many connections the HTTP server holds and for how long, so
+    that one peer's slow or silent connections cannot keep others out. A peer is a uid on the
+    Unix socket, an address on TCP (known at connect, before any token). The caps in force are
+    also kept below the open-file limit (see coorm_bridge/http/connections.py)."""
+
+    max_total: Annotated[int, Field(ge=2, le=1_000_000, strict=True)] = 8192
+    """Connections open at once; more are closed as they come."""
+    max_per_peer: Annotated[int, Field(ge=1, le=1_000_000, strict=True)] = 1024
+    """Connections of one uid (socket) or one address (TCP) at once; a launcher holds one."""
+    request_timeout: Annotated[float, Field(gt=0, le=600, allow_inf_nan=False)] = 10.0
+    """Seconds from a request's first byte until its headers and body are all in (and for a
+    TLS handshake); past it the connection is closed (408). A long poll's wait comes after."""
+    idle_timeout: Annotated[int, Field(ge=1, le=3600, strict=True)] = 75
+    """Seconds a connection may stay open sending nothing: from connect to its first request,
+    and between requests (a launcher's keep-alive connection between its calls)."""
+    log_interval: Annotated[float, Field(gt=0, le=3600, allow_inf_nan=False)] = 60.0
+    """Refused connections and accept errors are logged at most once per this many seconds
+    each, with a count."""
+
+
 class BridgeSettings(Frozen):
     """``[bridge]``: where to listen, where to keep state, who is who."""
 
@@ -96,6 +117,8 @@ class BridgeSettings(Frozen):
     """Unix socket for local launchers (identity from the peer's uid); default: runtime dir."""
     tcp: TcpListen | None = None
     """TCP listener for remote launchers (identity from bearer tokens); off by default."""
+    connections: ConnectionSettings = Field(default_factory=ConnectionSettings)
+    """Caps and time limits on the HTTP server's connections."""
     state_dir: Path | None = None
     admins: tuple[UserName, ...] = ()
     """Users who may see and act on every session."""
