@@ -168,7 +168,7 @@ class _Server(uvicorn.Server):
         config, limits = self.config, self.limits
         self.summary = Summary(limits.log_interval)
         guard = Guard(limits, self.summary)
-        log.info(
+        log.debug(
             "connections: at most %d, %d per peer; %g s to send a request, %g s idle",
             guard.total,
             guard.per_peer,
