@@ -12,6 +12,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
@@ -295,3 +296,17 @@ class Daemon:
         if token is None:
             return BridgeClient(self.unix, timeout=10)
         return BridgeClient(self.tcp, token=token, timeout=10)
+
+
+def wait_for(
+    client: BridgeClient, sid: str, kind: str, after: int = 0, failsafe: float = 60
+) -> Any:
+    """The session's first event of type ``kind`` after ``after``, read as a launcher reads them
+    (long polls); ``failsafe`` only stops a test whose event never comes."""
+    deadline = time.monotonic() + failsafe
+    while time.monotonic() < deadline:
+        for event in client.events(sid, after=after, wait=5):
+            after = event.seq
+            if event.type == kind:
+                return event
+    raise AssertionError(f"no {kind} event for {sid}")

@@ -25,7 +25,7 @@ from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 from tests import daemons
-from tests.daemons import free_port
+from tests.daemons import free_port, wait_for
 
 pytestmark = pytest.mark.daemon
 
@@ -59,16 +59,6 @@ def make_daemon(make_daemon):
 @pytest.fixture
 def daemon(make_daemon):
     return make_daemon().start()
-
-
-def wait_for(client, sid, kind, after=0, timeout=30):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        for event in client.events(sid, after=after, wait=5):
-            after = event.seq
-            if event.type == kind:
-                return event
-    raise AssertionError(f"no {kind} event for {sid}")
 
 
 def test_two_applications_start_together_on_both_clusters(daemon):

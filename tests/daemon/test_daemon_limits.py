@@ -7,7 +7,6 @@ Each test starts its own daemon and stops only that process, by PID.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -15,9 +14,9 @@ from typing import Any
 import pytest
 
 from coorm_bridge.core.model import Filter, Request
-from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.launchers.client import BridgeError
 from tests import daemons
-from tests.daemons import free_port
+from tests.daemons import free_port, wait_for
 
 pytestmark = pytest.mark.daemon
 
@@ -42,24 +41,13 @@ def make_daemon(make_daemon):
     return functools.partial(make_daemon, cls=Daemon)
 
 
-def started(client: BridgeClient, sid: str) -> None:
-    """Wait for the session's start event (the deadline is a failsafe only)."""
-    deadline, after = time.monotonic() + FAILSAFE, 0
-    while time.monotonic() < deadline:
-        for event in client.events(sid, after=after, wait=5):
-            after = event.seq
-            if event.type == "start":
-                return
-    raise AssertionError(f"{sid} did not start")
-
-
 def test_a_users_third_session_is_refused_past_her_caps_and_another_user_starts(make_daemon):
     daemon = make_daemon(ISSUE).start()
     with daemon.client(token=ALICE) as alice, daemon.client(token=BOB) as bob:
         sids = [alice.subscribe(Filter()).session for _ in range(3)]
         for sid in sids[:2]:
             alice.request(sid, Request(nodes={"c1": 4}, duration=600))
-            started(alice, sid)
+            wait_for(alice, sid, "start")
         with pytest.raises(BridgeError) as refused:
             alice.request(sids[2], Request(nodes={"c2": 4}, duration=600))
         assert refused.value.status == 403
@@ -71,7 +59,7 @@ def test_a_users_third_session_is_refused_past_her_caps_and_another_user_starts(
         assert alice.session(sids[2]).request is None  # nothing was written
         own = bob.subscribe(Filter()).session
         bob.request(own, Request(nodes={"c2": 1}, duration=600))
-        started(bob, own)
+        wait_for(bob, own, "start")
 
 
 def test_without_limits_one_user_cannot_take_every_host_for_years(make_daemon):
@@ -89,4 +77,4 @@ def test_without_limits_one_user_cannot_take_every_host_for_years(make_daemon):
             "the request asks for 12 (alice holds 0 now), so it could never start"
         )
         alice.request(sid, Request(nodes={"c1": 6}, duration=3600))
-        started(alice, sid)
+        wait_for(alice, sid, "start")

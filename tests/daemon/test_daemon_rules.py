@@ -17,7 +17,7 @@ import pytest
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 from tests import daemons
-from tests.daemons import free_port
+from tests.daemons import free_port, wait_for
 
 pytestmark = pytest.mark.daemon
 
@@ -52,17 +52,6 @@ def make_daemon(make_daemon):
     return functools.partial(make_daemon, cls=Daemon)
 
 
-def started(client: BridgeClient, sid: str) -> None:
-    """Wait for the session's start event (the deadline is a failsafe only)."""
-    deadline, after = time.monotonic() + FAILSAFE, 0
-    while time.monotonic() < deadline:
-        for event in client.events(sid, after=after, wait=5):
-            after = event.seq
-            if event.type == "start":
-                return
-    raise AssertionError(f"{sid} did not start")
-
-
 def refusal(client: BridgeClient, sid: str, request: Request) -> BridgeError:
     with pytest.raises(BridgeError) as refused:
         client.request(sid, request)
@@ -87,7 +76,7 @@ def test_a_request_past_a_rule_is_refused_naming_it_and_one_within_starts(make_d
         assert alice.session(sid).request is None  # nothing was written
         # c2 has no rule: five hours there are the bridge's own [limits] to judge.
         alice.request(sid, Request(nodes={"c1": 4, "c2": 4}, duration=600))
-        started(alice, sid)
+        wait_for(alice, sid, "start")
 
 
 def test_views_show_a_user_only_what_they_may_ask_for(make_daemon):
@@ -125,7 +114,7 @@ def test_rules_changed_in_the_platform_file_apply_after_a_restart_that_keeps_the
     with again.client(token=ALICE) as alice:
         assert alice.session(sid).state == "submitted"  # the session carried on, no request yet
         alice.request(sid, Request(nodes={"c1": 6}, duration=60))
-        started(alice, sid)
+        wait_for(alice, sid, "start")
 
 
 def wait_for_view(client: BridgeClient, sid: str) -> dict[str, list[tuple[int, int]]]:

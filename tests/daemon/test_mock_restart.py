@@ -19,9 +19,8 @@ import requests
 
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import AppState
-from coorm_bridge.launchers.client import BridgeClient
 from tests import daemons
-from tests.daemons import free_port
+from tests.daemons import free_port, wait_for
 
 pytestmark = pytest.mark.daemon
 
@@ -61,17 +60,6 @@ class Daemon(daemons.Daemon):
 def make_daemon(make_daemon):
     """Daemons of this module's kind (tests/conftest.py stops them)."""
     return functools.partial(make_daemon, cls=Daemon)
-
-
-def wait_for(client: BridgeClient, sid: str, kind: str, timeout: float = 60):
-    deadline = time.monotonic() + timeout
-    after = 0
-    while time.monotonic() < deadline:
-        for event in client.events(sid, after=after, wait=5):
-            after = event.seq
-            if event.type == kind:
-                return event
-    raise AssertionError(f"no {kind} event for {sid}")
 
 
 def test_after_kill_9_the_platform_resumes_with_its_reservations_and_time(make_daemon):
