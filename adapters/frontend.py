@@ -34,6 +34,9 @@ class ProcessSpec(Frozen):
     workdir: str
     stdout: str
     stderr: str
+    owner: str | None = None
+    """The session's owner: a daemon running as root runs the process as this account (None:
+    as the daemon's own)."""
 
 
 class Launched(Frozen):
