@@ -69,8 +69,9 @@ class FrontEnd(ABC):
 
     @abstractmethod
     def refusal(self, owner: str) -> str | None:
-        """Why jobs of ``owner`` may not run here (None: they may). Processes run as the
-        daemon's account, whoever the owner is: a site decides whether that is acceptable."""
+        """Why jobs of ``owner`` may not run here (None: they may). A front end runs them as
+        its own account, or, when it can (root), as the owner's: a site decides which it
+        accepts."""
 
     @abstractmethod
     def submit(self, cluster: str, job: JobSpec) -> str:

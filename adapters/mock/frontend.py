@@ -48,6 +48,8 @@ OWN_DAEMON = (
     "`coorm-launch --start-daemon APP.toml`"
 )
 SUPERVISOR = "coorm_bridge.adapters.mock.supervisor"
+#: The start time recorded for a supervisor found dead (no process started at tick 0 after it).
+GONE = 0
 #: The note of a job whose supervisor died while it ran (its reason, once its processes end).
 ORPHANED = "orphaned"
 
@@ -163,6 +165,7 @@ class ProcessFrontEnd(FrontEnd):
                 child = subprocess.Popen(  # noqa: S603 - an argument vector, no shell
                     [sys.executable, "-P", "-m", SUPERVISOR, str(where)],
                     cwd=where,  # never a source tree that would shadow the installed package
+                    env={k: v for k, v in os.environ.items() if k != containment.MARKER},
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
@@ -188,6 +191,8 @@ class ProcessFrontEnd(FrontEnd):
             return None  # never started, or died before it could say so
         since = started_at(pid)
         if since is None and not (where / "status.json").exists():
+            if self._left(job):  # its supervisor died, the job did not: watched from here
+                return Launched(pid=pid, since=GONE)
             return None
         return Launched(pid=pid, since=since)
 

@@ -160,6 +160,10 @@ def test_a_restarted_daemon_finds_a_job_whose_supervisor_died_still_running(fron
     wait_for(lambda: gone(started.pid), "the supervisor outlived its SIGKILL")
     again = ProcessFrontEnd(front.folder, True, submit=unused, end=unused, grace=0.5)
     assert again.outcome("j1", started) is None
+    # One that died before it could record the launch finds the job too: it is not lost.
+    found = again.recover("j1")
+    assert found is not None
+    assert again.outcome("j1", found) is None
     again.stop("j1", started, force=True)
     outcome = finished(again, "j1", started)
     assert gone(child)
