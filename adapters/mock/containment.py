@@ -39,33 +39,41 @@ CGROUP_FILE = "cgroup"
 ROUNDS = 50
 
 
-def unified_mount() -> Path | None:
-    """Where the cgroup v2 hierarchy is mounted (None: nowhere), from ``/proc/self/mountinfo``:
-    ``/sys/fs/cgroup`` on a pure v2 host, ``/sys/fs/cgroup/unified`` on a hybrid one."""
-    try:
-        lines = Path("/proc/self/mountinfo").read_text().splitlines()
-    except OSError:
-        return None
-    for line in lines:
+def unified_mount(mountinfo: str | None = None) -> tuple[Path, str] | None:
+    """Where the cgroup v2 hierarchy is mounted and which of its cgroups is mounted there
+    (None: it is not), from ``/proc/self/mountinfo`` (or the text given): ``/sys/fs/cgroup`` on
+    a pure v2 host, ``/sys/fs/cgroup/unified`` on a hybrid one, wherever a container put it."""
+    if mountinfo is None:
+        try:
+            mountinfo = Path("/proc/self/mountinfo").read_text()
+        except OSError:
+            return None
+    for line in mountinfo.splitlines():
         before, _, after = line.partition(" - ")
         fields = before.split()
-        if after.split()[:1] == ["cgroup2"] and len(fields) >= 5 and fields[3] == "/":
-            return Path(fields[4].replace("\\040", " "))
+        if after.split()[:1] == ["cgroup2"] and len(fields) >= 5:
+            return Path(fields[4].replace("\\040", " ")), fields[3]
     return None
 
 
 def own_cgroup() -> Path | None:
-    """This process's cgroup in the unified hierarchy, as a folder (None: none to be found)."""
-    mount = unified_mount()
-    if mount is None:
+    """This process's cgroup in the unified hierarchy, as a folder (None: none to be found,
+    or one outside what is mounted here)."""
+    mounted = unified_mount()
+    if mounted is None:
         return None
+    mount, root = mounted
     try:
         lines = Path("/proc/self/cgroup").read_text().splitlines()
     except OSError:
         return None
     for line in lines:
         if line.startswith("0::"):
-            where = mount / line[3:].lstrip("/")
+            path = line[3:]
+            inside = os.path.relpath(path, root)
+            if inside.startswith(".."):
+                return None
+            where = mount / inside
             return where if where.is_dir() else None
     return None
 

@@ -159,6 +159,17 @@ def _start(
     cgroup = containment.create(folder.name) if spec.get("cgroup", True) else None
     (folder / containment.CGROUP_FILE).write_text(str(cgroup or ""))
     job = Job(folder.name, owner.uid if owner is not None else os.geteuid(), cgroup)
+    try:
+        return job, _spawn(argv, workdir, spec, owner, cgroup)
+    except BaseException:
+        if cgroup is not None:  # nothing runs in it, or what does goes
+            containment.remove(cgroup)
+        raise
+
+
+def _spawn(
+    argv: list[str], workdir: str, spec: dict[str, Any], owner: Owner | None, cgroup: Path | None
+) -> subprocess.Popen[bytes]:
     with owner.acting() if owner is not None else contextlib.nullcontext():
         if owner is not None and not os.access(workdir, os.X_OK, effective_ids=True):
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), workdir)
@@ -180,7 +191,7 @@ def _start(
         os.close(out)
         if err != out:
             os.close(err)
-    return job, child
+    return child
 
 
 def supervise(folder: Path) -> dict[str, object]:

@@ -121,6 +121,37 @@ def test_a_setsid_child_ends_when_its_job_is_stopped(front, tmp_path):
     assert gone(child), f"the setsid child outlived its job ({contained_by(front, 'j1')})"
 
 
+def test_a_command_that_cannot_run_leaves_no_cgroup_behind(front, tmp_path):
+    job = spec(tmp_path / "work", "").model_copy(update={"argv": ("/no/such/command",)})
+    started = front.launch("j1", job)
+    assert finished(front, "j1", started).reason == "/no/such/command: No such file or directory"
+    cgroup = containment.recorded(front.folder / "j1")
+    assert cgroup is None or not cgroup.exists()
+
+
+PURE = "35 24 0:30 / /sys/fs/cgroup rw,nosuid shared:9 - cgroup2 cgroup2 rw,nsdelegate"
+HYBRID = (
+    "30 25 0:26 / /sys/fs/cgroup/memory rw - cgroup cgroup rw,memory\n"
+    "41 31 0:38 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw"
+)
+V1 = "30 25 0:26 / /sys/fs/cgroup/pids rw - cgroup cgroup rw,pids"
+#: A container given its own part of the host's hierarchy, without a cgroup namespace.
+PART = "50 40 0:38 /docker/abc /sys/fs/cgroup ro - cgroup2 cgroup2 rw"
+
+
+@pytest.mark.parametrize(
+    ("mountinfo", "found"),
+    [
+        (PURE, (Path("/sys/fs/cgroup"), "/")),
+        (HYBRID, (Path("/sys/fs/cgroup/unified"), "/")),
+        (V1, None),
+        (PART, (Path("/sys/fs/cgroup"), "/docker/abc")),
+    ],
+)
+def test_the_unified_hierarchy_is_found_where_it_is_mounted(mountinfo, found):
+    assert containment.unified_mount(mountinfo) == found
+
+
 def test_a_job_that_kills_its_supervisor_still_runs_and_is_stopped_with_its_children(
     front, tmp_path
 ):
