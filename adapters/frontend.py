@@ -34,6 +34,9 @@ class ProcessSpec(Frozen):
     workdir: str
     stdout: str
     stderr: str
+    owner: str | None = None
+    """The session's owner: a daemon running as root runs the process as this account (None:
+    as the daemon's own)."""
 
 
 class Launched(Frozen):
@@ -66,8 +69,9 @@ class FrontEnd(ABC):
 
     @abstractmethod
     def refusal(self, owner: str) -> str | None:
-        """Why jobs of ``owner`` may not run here (None: they may). Processes run as the
-        daemon's account, whoever the owner is: a site decides whether that is acceptable."""
+        """Why jobs of ``owner`` may not run here (None: they may). A front end runs them as
+        its own account, or, when it can (root), as the owner's: a site decides which it
+        accepts."""
 
     @abstractmethod
     def submit(self, cluster: str, job: JobSpec) -> str:

@@ -282,7 +282,8 @@ class JobRequest(Frozen):
     """The command and its arguments, given to the process as they are (no shell)."""
     environment: dict[Variable, Argument] = Field(default_factory=dict, max_length=MAX_VARIABLES)
     """Given to the process, with PATH, HOME and LANG of the bridge's when not given here, and
-    COORM_JOB_ID, COORM_JOB_HOSTS (comma-separated) and COORM_CLUSTER."""
+    COORM_JOB_ID, COORM_JOB_HOSTS (comma-separated) and COORM_CLUSTER; a bridge running as root
+    runs it as the session's owner, with HOME, USER, LOGNAME and SHELL of the owner's."""
     workdir: AbsolutePath
     """The process's working folder (on the bridge's host)."""
     walltime: Duration

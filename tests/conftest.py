@@ -15,7 +15,6 @@ What every test module may use:
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -128,9 +127,7 @@ def make_daemon(folder: Path) -> Iterator[Callable[..., Any]]:
     yield make
     for daemon in made:
         daemon.stop(signal.SIGKILL)
-    for pid_file in folder.glob("state/**/jobs/*/*.pid"):
-        with contextlib.suppress(ValueError, OSError):
-            os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+    daemons.end_jobs(path.parent for path in folder.glob("state/**/jobs/*/spec.json"))
     for daemon in made[:1]:
         if daemon.log.exists():
             noted = [line for line in daemon.log.read_text().splitlines() if " INFO " not in line]

@@ -6,19 +6,36 @@ tests/conftest.py holds the fixtures over these (``folder``, ``make_daemon``).""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Self
 
+from coorm_bridge.adapters.mock import containment
 from coorm_bridge.launchers.client import BridgeClient
 from coorm_bridge.launchers.private import PrivateDaemonError, serve_command, wait_ready
+
+
+def end_jobs(folders: Iterable[Path]) -> None:
+    """Kill whatever the mock's jobs in ``folders`` (each ``jobs/<job>/``) left, supervisors
+    included, and remove their cgroups: they outlive a daemon on purpose."""
+    for folder in folders:
+        for name in ("supervisor.pid", "job.pid"):
+            with contextlib.suppress(ValueError, OSError):
+                os.killpg(int((folder / name).read_text()), signal.SIGKILL)
+        cgroup = containment.recorded(folder)
+        if cgroup is not None:
+            containment.remove(cgroup)
+        containment.kill_all(folder.name, None)
+
 
 #: The mock platform of most daemon tests: two clusters of 8 and 4 hosts.
 PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n[[cluster]]\nname = "c2"\nhosts = 4\n'

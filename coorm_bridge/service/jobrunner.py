@@ -164,6 +164,8 @@ class JobRunner:
         assert job.batch_job is not None
         batch = job.batch_job
         hosts = self._hosts(job)
+        session = self.store.session(job.session_id)
+        assert session is not None
         environment = {key: os.environ[key] for key in INHERITED if key in os.environ}
         environment |= job.command.environment
         environment |= {
@@ -177,6 +179,7 @@ class JobRunner:
             workdir=job.command.workdir,
             stdout=job.command.stdout,
             stderr=job.command.stderr,
+            owner=session.owner,
         )
         job = self.store.update_job(job.id, step="launching", state="running", host_names=hosts)
         try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import pwd
 import signal
 import sys
 import time
@@ -37,13 +38,27 @@ ALICE = "alice-token-0123456789"
 BOB = "bob-token-0123456789abc"
 
 
+def _user(name: str) -> str:
+    """A root daemon runs each job as its owner, who must have an account here: the test
+    users where they exist (CI's), else names that need none (a daemon not root)."""
+    if os.geteuid() != 0:
+        return name
+    try:
+        return pwd.getpwnam(f"coorm_{name}").pw_name
+    except KeyError:
+        return name
+
+
+USERS = {ALICE: _user("alice"), BOB: _user("bob")}
+
+
 class Daemon(daemons.Daemon):
     """``coorm-bridge serve`` over a folder of its own, its front end running jobs."""
 
     def __init__(self, folder: Path, run_jobs: object = True) -> None:
         port = free_port()
         adapter = {**daemons.MOCK, **({"run_jobs": True} if run_jobs else {})}
-        text = daemons.config(adapter, port=port, tokens={ALICE: "alice", BOB: "bob"})
+        text = daemons.config(adapter, port=port, tokens=USERS)
         super().__init__(folder, text, daemons.PLATFORM, port)
 
     @property

@@ -6,8 +6,6 @@ Real processes (small Python commands in a temporary folder); each test kills wh
 
 from __future__ import annotations
 
-import contextlib
-import os
 import signal
 import sys
 import time
@@ -16,14 +14,18 @@ from pathlib import Path
 import pytest
 
 from coorm_bridge.adapters.frontend import FrontEnd, ProcessSpec
+from coorm_bridge.adapters.mock.frontend import account
 from coorm_bridge.core.batch import JobSpec, JobState, NodeState
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.states import AppState
 from coorm_bridge.protocol import JobRequest
 from coorm_bridge.store import JobRow
-from tests import sites
+from tests import daemons, sites
 
 T0 = sites.T0
+#: The sessions' owner: the account this runs as, whose jobs a daemon runs whether it is root
+#: (as that owner) or not (as itself).
+OWNER = account()
 
 
 class Site(sites.Site):
@@ -46,8 +48,8 @@ class Site(sites.Site):
         return front
 
     def started(self) -> str:
-        sid = self.bridge.subscribe("alice", Filter(), None).session
-        self.bridge.put_request("alice", sid, {"c1": 2}, 3600)
+        sid = self.bridge.subscribe(OWNER, Filter(), None).session
+        self.bridge.put_request(OWNER, sid, {"c1": 2}, 3600)
         self.step(T0 + 1)
         assert self.store.session(sid).state is AppState.STARTED
         return sid
@@ -62,7 +64,7 @@ class Site(sites.Site):
             stdout=str(self.work / "out.txt"),
             stderr=str(self.work / "err.txt"),
         )
-        answer = self.service.jobs.submit("alice", sid, body)
+        answer = self.service.jobs.submit(OWNER, sid, body)
         job = self.store.job(answer.job)
         assert job is not None
         return job
@@ -79,9 +81,7 @@ class Site(sites.Site):
             time.sleep(0.05)
 
     def kill_all(self) -> None:
-        for pid_file in self.jobs.glob("*/*.pid"):
-            with contextlib.suppress(ValueError, ProcessLookupError, PermissionError, OSError):
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
+        daemons.end_jobs(self.jobs.glob("*"))
 
 
 @pytest.fixture
@@ -94,7 +94,7 @@ def site(make_site):
 def spec(site: Site, job: JobRow) -> JobSpec:
     return JobSpec(
         name=job.name,
-        user="alice",
+        user=OWNER,
         argv=job.command.argv,
         hosts=2,
         walltime=job.walltime,

@@ -3,7 +3,6 @@ daemon. Real processes; each test stops what it started, by PID (process groups 
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -22,6 +21,7 @@ from coorm_bridge.adapters.mock.plugin import MockSettings, create
 from coorm_bridge.adapters.registry import AdapterContext
 from coorm_bridge.batchsim import VirtualClock, parse_platform
 from coorm_bridge.core.batch import JobSpec, JobState, ReservationSpec
+from tests import daemons
 
 PY = sys.executable
 
@@ -47,12 +47,7 @@ def jobs(tmp_path: Path) -> Iterator[tuple[ProcessFrontEnd, list[Launched]]]:
     front = ProcessFrontEnd(tmp_path / "jobs", run_jobs=True, submit=unused, end=ends, grace=0.5)
     launched: list[Launched] = []
     yield front, launched
-    for one in launched:
-        for pid_file in (tmp_path / "jobs").glob("*/job.pid"):
-            with contextlib.suppress(ProcessLookupError, PermissionError, ValueError):
-                os.killpg(int(pid_file.read_text()), signal.SIGKILL)
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(one.pid, signal.SIGKILL)
+    daemons.end_jobs((tmp_path / "jobs").glob("*"))
 
 
 def spec(work: Path, code: str, env: dict[str, str] | None = None) -> ProcessSpec:
@@ -88,11 +83,13 @@ def test_a_job_runs_with_its_environment_folder_and_files_and_its_status_comes_b
     assert (outcome.exit_code, outcome.signal, outcome.succeeded) == (3, None, False)
     cwd, env = json.loads((work / "out.txt").read_text())
     assert cwd == str(work)
-    # Exactly the environment given: nothing of the daemon's leaks in (LC_CTYPE aside, which
+    # Exactly the environment given, and the job's marker (by which its processes are found
+    # where no cgroup can be made): nothing of the daemon's leaks in (LC_CTYPE aside, which
     # Python itself may set for its locale coercion).
     assert {k: v for k, v in env.items() if k != "LC_CTYPE"} == {
         "PATH": os.environ["PATH"],
         "MY_VAR": "x y=z",
+        "COORM_JOB_ID": "j1",
     }
     assert (work / "err.txt").read_text() == "oops\n"
     # Asked again, the same answer: it is read from the status the supervisor left.
@@ -194,7 +191,9 @@ def test_the_simulated_job_ends_completed_or_failed_by_the_exit_status(tmp_path)
         # Its user's own daemon, which nobody else can reach: root's jobs as root grant nothing.
         (None, 0, True, "me", None),
         (None, 0, True, "bob", "runs me's only, not bob's"),
-        (True, 0, False, "bob", None),
+        # A root daemon runs each job as its owner: one with an account here (root has one).
+        (True, 0, False, "root", None),
+        (True, 0, False, "bob", "bob has no account on this host"),
         (False, 1000, True, "me", "run_jobs = false"),
     ],
 )
