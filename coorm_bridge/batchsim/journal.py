@@ -180,6 +180,15 @@ class Journal:
                 ) from error
             yield Entry(seq, at, call, outcome)
 
+    def probe(self) -> None:
+        """A write that changes nothing lasting (AdapterError if the journal takes none)."""
+        try:
+            with self._transaction():
+                self._put("probe", "")
+                self._conn.execute("DELETE FROM meta WHERE key = 'probe'")
+        except sqlite3.Error as error:
+            raise AdapterError(f"{self.path}: cannot write: {error}") from error
+
     def append(self, at: int, call: Call, outcome: str, anchor: Anchor | None = None) -> int:
         """Record ``call`` (and the clock's ``anchor``) durably; returns its number."""
         try:
@@ -253,7 +262,10 @@ class Journal:
         try:
             yield
         except BaseException:
-            self._conn.execute("ROLLBACK")
+            # SQLite has rolled back by itself after some failures (a full disk): the error
+            # that says why is the one to raise, not ROLLBACK's "no transaction is active".
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
             raise
         self._conn.execute("COMMIT")
 

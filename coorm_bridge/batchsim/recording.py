@@ -31,12 +31,25 @@ class CallRecorder:
     """Records a site's calls into ``journal`` and rebuilds the site it saved.
 
     Once a write fails, or the journal is closed, :attr:`broken` says why: the site is then out
-    of step with its saved state, and must refuse every call until a restart replays it.
+    of step with its saved state, and must refuse every call until it is rebuilt from the
+    journal (:meth:`writable` says when a failed write, a full disk, may be over).
     """
 
     def __init__(self, journal: Journal) -> None:
         self.journal = journal
         self.broken: str | None = None
+        self.closed = False
+
+    def writable(self) -> bool:
+        """Whether the journal takes a write again after one failed (space freed on a full
+        disk): then the site can be rebuilt from it (never once closed)."""
+        if self.closed:
+            return False
+        try:
+            self.journal.probe()
+        except AdapterError:
+            return False
+        return True
 
     def open(self, spec: PlatformSpec, now: int) -> Simulation:
         """The simulation the journal saved, replayed up to ``now``; a new journal is given the
@@ -70,6 +83,7 @@ class CallRecorder:
         """Close the journal (its lock is released; the site is kept in it)."""
         self.journal.close()
         self.broken = "the simulated platform is closed"
+        self.closed = True
 
     def _replay(self, simulation: Simulation, now: int) -> None:
         """Re-apply every journaled call at its time; each must answer as it did then."""

@@ -20,7 +20,9 @@ call keeps the simulation from ever being entered twice at once.
 from __future__ import annotations
 
 import functools
+import logging
 import threading
+import time
 from collections.abc import Callable
 from typing import Concatenate, ParamSpec, TypeVar
 
@@ -34,6 +36,7 @@ from coorm_bridge.batchsim.recording import CallRecorder
 from coorm_bridge.batchsim.scheduler import LocalScheduler
 from coorm_bridge.batchsim.simulation import Simulation
 from coorm_bridge.core.batch import (
+    AdapterError,
     JobSpec,
     JobState,
     PlatformSnapshot,
@@ -42,6 +45,11 @@ from coorm_bridge.core.batch import (
     Unavailable,
 )
 from coorm_bridge.core.model import ClusterInfo, Interconnect
+
+log = logging.getLogger(__name__)
+
+#: Seconds between two tries to rebuild a site whose journal could not be written.
+RECOVERY_INTERVAL = 1.0
 
 _P = ParamSpec("_P")
 _R = TypeVar("_R")
@@ -74,6 +82,8 @@ class Site:
         self.lock = threading.RLock()
         """Held while the simulation is entered; re-entrant, so a control holds it across
         calls."""
+        self._spec = spec
+        self._next_recovery = 0.0
         self.clock = clock or WallClock(origin=spec.start)
         self._recorder = None if journal is None else CallRecorder(journal)
         now = self.clock.now()
@@ -203,13 +213,37 @@ class Site:
 
     def _check_usable(self, cluster: str | None) -> None:
         broken = None if self._recorder is None else self._recorder.broken
-        if broken is None:
+        if broken is None or self._recovered():
             return
         if cluster is None:
             raise Unavailable(f"the simulated platform cannot be used: {broken}")
         raise Unavailable(
             f"{cluster}: the simulated platform cannot be used: {broken}", cluster=cluster
         )
+
+    def _recovered(self) -> bool:
+        """After a write failed (a full disk), the site is rebuilt from its journal, as a
+        restart would, once the journal takes writes again: the call that failed is not in it
+        (its caller was told Unavailable), the rest is as saved. Tried at most every
+        :data:`RECOVERY_INTERVAL` seconds; True once usable. Called holding :attr:`lock`."""
+        recorder = self._recorder
+        if recorder is None or time.monotonic() < self._next_recovery:
+            return False
+        self._next_recovery = time.monotonic() + RECOVERY_INTERVAL
+        if not recorder.writable():
+            return False
+        try:
+            simulation = recorder.open(self._spec, self.clock.now())
+        except AdapterError as error:
+            log.error("the simulated platform cannot be rebuilt from its journal: %s", error)
+            return False
+        self._simulation = simulation
+        self.controls._simulation = simulation  # the same controls, whoever holds them
+        recorder.broken = None
+        log.warning(
+            "the simulated platform saves its state again: rebuilt from %s", recorder.journal.path
+        )
+        return True
 
     def _record(self, now: int, call: calls.Call, result: object) -> None:
         if self._recorder is not None:

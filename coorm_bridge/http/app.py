@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 
@@ -29,6 +30,7 @@ from coorm_bridge.protocol import API_PREFIX, MAX_BODY
 from coorm_bridge.service.errors import SessionError
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.service.wiring import Service
+from coorm_bridge.store import StoreFull
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +182,7 @@ def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> Fas
     app.add_exception_handler(Forbidden, _refused)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, _invalid)  # type: ignore[arg-type]
     app.add_exception_handler(HTTPException, _http_error)  # type: ignore[arg-type]
+    app.add_exception_handler(StoreFull, _full)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, _bug)
     app.add_middleware(LimitBody)
     return app
@@ -218,6 +221,27 @@ async def _invalid(request: Request, error: RequestValidationError) -> JSONRespo
 async def _http_error(request: Request, error: HTTPException) -> JSONResponse:
     code = {404: "not_found", 405: "method_not_allowed"}.get(error.status_code, "bad_request")
     return _error(error.status_code, code, str(error.detail))
+
+
+#: When a full store was last said in the log (at most once a minute, however many requests).
+_full_said = [-60.0]
+
+
+async def _full(request: Request, error: StoreFull) -> JSONResponse:
+    """A full disk is the admin's to free: 503, nothing changed (the transaction was rolled
+    back), one log line a minute, no traceback."""
+    now = time.monotonic()
+    if now >= _full_said[0] + 60:
+        _full_said[0] = now
+        log.error("%s %s refused: %s", request.method, request.url.path, error)
+    response = _error(
+        503,
+        "storage_full",
+        "the bridge cannot save anything now (its state folder is full): nothing was changed; "
+        "try again later",
+    )
+    response.headers["Retry-After"] = "10"
+    return response
 
 
 async def _bug(request: Request, error: Exception) -> JSONResponse:

@@ -31,7 +31,7 @@ from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems, check_rights
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.stats import Stats
-from coorm_bridge.store import SessionRow, Store
+from coorm_bridge.store import SessionRow, Store, StoreFull
 from coorm_bridge.store.rows import PlaceholderRow
 
 log = logging.getLogger(__name__)
@@ -150,6 +150,8 @@ class Enactor:
                 worked += 1
                 try:
                     finished = self._carry(sid, intent, now)
+                except StoreFull:  # not this one's: nothing can be written now
+                    raise
                 except Exception as error:  # a bug, for this session only
                     self._set_aside(sid, error, now)
                     finished = True

@@ -27,7 +27,7 @@ from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.frontend import FrontEnd, Launched, ProcessEnd, ProcessSpec
 from coorm_bridge.core.batch import AdapterError, JobSpec, JobState, Unavailable
 from coorm_bridge.core.states import AppState
-from coorm_bridge.store import JobRow, Store
+from coorm_bridge.store import JobRow, Store, StoreFull
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +65,8 @@ class JobRunner:
                         self._advance(front, job)
                 except Unavailable as error:
                     log.debug("job %s waits for its batch system: %s", job.id, error)
+                except StoreFull:  # not this one's: nothing can be written now
+                    raise
                 except Exception as error:  # a bug, for this job only
                     self.failures += 1
                     log.error("job %s set aside after an unexpected error", job.id, exc_info=error)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from datetime import datetime, timedelta
@@ -40,7 +41,7 @@ from coorm_bridge.service.passes import PassRunner
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems, check_rights
 from coorm_bridge.service.stats import Stats
-from coorm_bridge.store import Store
+from coorm_bridge.store import Store, StoreFull
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,8 @@ RECONCILE_EVERY = 60.0
 KEEP_FINISHED = 7 * 24 * 3600
 #: Seconds between two looks at the front end's jobs (sooner when a job comes or is cancelled).
 JOBS_EVERY = 0.5
+#: Seconds between two log lines saying the store is full.
+FULL_SAID_EVERY = 60.0
 
 
 class Loop:
@@ -98,6 +101,7 @@ class Loop:
         self._again = False
         self._jobs_due = jobs_due
         self._jobs_thread: threading.Thread | None = None
+        self._full_said = -FULL_SAID_EVERY
         self._unchecked: set[str] = set()
         """Clusters whose rights were not checked yet (silent at start)."""
         self.scheduler = BackgroundScheduler(
@@ -237,6 +241,10 @@ class Loop:
     def _tick(self) -> None:
         try:
             planned = self.passes.plan()
+        except StoreFull as full:
+            self._full(full)
+            self.due.trigger()  # the same pass, as soon as the store takes it
+            return
         except Exception:
             # A bug in one pass must not stop the next ones; the next pass starts afresh.
             log.exception("policy pass failed")
@@ -244,6 +252,14 @@ class Loop:
             return
         if planned and self.enactor.pending:
             self._wake_enactor()
+
+    def _full(self, error: StoreFull) -> None:
+        """A full disk is an admin's to free, not a bug: said once a minute, no traceback;
+        the work is done again once the store takes it (nothing of it was written)."""
+        now = time.monotonic()
+        if now >= self._full_said + FULL_SAID_EVERY:
+            self._full_said = now
+            log.error("%s: the bridge goes on once space is freed", error)
 
     def _wake_enactor(self) -> None:
         """Start a placement run unless one is running; that one then goes round again.
@@ -265,6 +281,8 @@ class Loop:
         while True:
             try:
                 self.enactor.run()
+            except StoreFull as full:
+                self._full(full)
             except Exception:
                 log.exception("carrying out the placements failed")
             with self._rescheduling:
@@ -293,6 +311,8 @@ class Loop:
                 return
             try:
                 self.job_runner.run()
+            except StoreFull as full:
+                self._full(full)
             except Exception:
                 log.exception("looking after the front end's jobs failed")
 

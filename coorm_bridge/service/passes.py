@@ -33,7 +33,7 @@ from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
-from coorm_bridge.store import PlaceholderRow, SessionRow, Store
+from coorm_bridge.store import PlaceholderRow, SessionRow, Store, StoreFull
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +136,8 @@ class PassRunner:
             for app_id in result.outcomes:
                 try:
                     rows[app_id] = self._record(rows[app_id], result, now)
+                except StoreFull:  # not this one's: nothing can be written now
+                    raise
                 except Exception as error:  # a bug, for this session only
                     broken[app_id] = error
             lost = self._lost(rows, result, held)
@@ -165,6 +167,8 @@ class PassRunner:
             if cached is None or cached[0] is not row or cached[1] != not_before:
                 try:
                     app = application_of(row, not_before if row.state in PLACED else None)
+                except StoreFull:  # not this one's: nothing can be written now
+                    raise
                 except Exception as error:  # a bug, for this session only
                     self._set_aside(row, error, now)
                     del rows[session_id]

@@ -5,7 +5,7 @@ It knows rows and transactions, not the policy: a row is checked against the app
 machine (:mod:`coorm_bridge.core.states`) before it is written.
 """
 
-from coorm_bridge.store.database import SchemaVersionError, StoreError
+from coorm_bridge.store.database import SchemaVersionError, StoreError, StoreFull
 from coorm_bridge.store.rows import (
     DrainRow,
     JobCommand,
@@ -30,6 +30,7 @@ __all__ = [
     "SessionRow",
     "Store",
     "StoreError",
+    "StoreFull",
     "new_job_id",
     "new_session_id",
 ]

@@ -44,6 +44,18 @@ class StoreError(Exception):
     """The store cannot be used as asked (unreadable file, closed store, misuse)."""
 
 
+class StoreFull(StoreError):
+    """The store cannot be written: its disk (or its file's size limit) is full. Nothing of the
+    transaction was written; the same writes succeed once space is freed."""
+
+
+def _full(error: BaseException) -> bool:
+    return (
+        isinstance(error, sqlite3.OperationalError)
+        and getattr(error, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL
+    )
+
+
 class SchemaVersionError(StoreError):
     """The file was written by another version of coorm-bridge: refuse rather than corrupt it."""
 
@@ -225,9 +237,13 @@ class Database:
                 try:
                     yield
                     conn.execute("COMMIT")
-                except BaseException:
+                except BaseException as error:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
+                    if _full(error):
+                        raise StoreFull(
+                            f"the store {self.path} cannot be written: {error}"
+                        ) from error
                     raise
                 finally:
                     self._depth, self._writer = 0, None
@@ -237,10 +253,16 @@ class Database:
                 try:
                     yield
                     conn.execute("RELEASE nested")
-                except BaseException:
-                    if conn.in_transaction:  # some I/O errors already rolled everything back
+                except BaseException as error:
+                    if conn.in_transaction:
                         conn.execute("ROLLBACK TO nested")
                         conn.execute("RELEASE nested")
+                    elif not isinstance(error, StoreError):
+                        # A full disk (and some I/O errors) rolled the whole transaction back:
+                        # the outer block must not go on as if only this one failed.
+                        kind = StoreFull if _full(error) else StoreError
+                        message = f"the store {self.path} cannot be written: {error}"
+                        raise kind(message) from error
                     raise
                 finally:
                     self._depth -= 1

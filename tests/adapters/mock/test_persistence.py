@@ -4,6 +4,7 @@ resumes it at the time it would have reached had it kept running."""
 
 import contextlib
 import random
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -242,8 +243,13 @@ class Full(Journal):
     def append(self, at, call, outcome, anchor=None):
         raise AdapterError(f"{self.path}: cannot record a call: database or disk is full")
 
+    def probe(self):
+        raise AdapterError(f"{self.path}: cannot write: database or disk is full")
 
-def test_a_call_that_cannot_be_saved_is_not_acknowledged_and_the_platform_stops(tmp_path):
+
+def test_a_call_that_cannot_be_saved_is_not_acknowledged_and_the_platform_stops_meanwhile(
+    tmp_path,
+):
     platform = MockAdapter(load_platform(), VirtualClock(T0), journal=Full(tmp_path / "j"))
     spec = ReservationSpec(name="r", start=T0 + 60, end=T0 + 120, hosts=1, users=("alice",))
     with pytest.raises(Unavailable, match=r"cannot save its state: .* disk is full"):
@@ -333,3 +339,43 @@ def test_resume_refuses_a_platform_in_use(tmp_path):
             resume(load_platform(), tmp_path / FILE_NAME, 1.0)
     finally:
         first.close()
+
+
+def test_a_full_journal_makes_the_platform_unavailable_then_it_recovers_by_itself(
+    tmp_path, monkeypatch
+):
+    """A write that fails (SQLite's "database or disk is full": the journal capped at its size)
+    refuses that call and every one after, without a restart; once it takes writes again the
+    platform is rebuilt from the journal: the failed call never happened, the rest did."""
+    monkeypatch.setattr("coorm_bridge.batchsim.site.RECOVERY_INTERVAL", 0.0)
+    spec = parse_platform(f'start = {T0}\n[[cluster]]\nname = "a"\nhosts = 4\n')
+    platform = MockAdapter(spec, VirtualClock(T0), journal=Journal(tmp_path / FILE_NAME))
+    kept = ReservationSpec(name="kept", start=T0 + 60, end=T0 + 120, hosts=1, users=("alice",))
+    platform.create_reservation("a", kept)
+    conn = platform.site.journal._conn
+    pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    conn.execute(f"PRAGMA max_page_count = {pages + 2}")
+    fill = (
+        ("INSERT INTO meta VALUES ('filler' || ?, randomblob(?))"),
+        ("INSERT INTO calls (at, call, outcome) VALUES (-1 - ?, randomblob(?), '')"),
+    )
+    for insert in fill:  # filled up to the cap, every page of both tables: full
+        for size in (512, 64, 1):
+            with contextlib.suppress(sqlite3.OperationalError):
+                for n in range(10_000):
+                    conn.execute(insert, (f"{size}-{n}" if "meta" in insert else n, size))
+    lost = kept.model_copy(update={"name": "lost", "start": T0 + 200, "end": T0 + 260})
+    with pytest.raises(Unavailable, match="database or disk is full"):
+        platform.create_reservation("a", lost)
+    with pytest.raises(Unavailable, match="cannot be used"):
+        platform.snapshot()
+    conn.execute("DELETE FROM meta WHERE key LIKE 'filler%'")  # space again
+    conn.execute("DELETE FROM calls WHERE at < 0")
+    conn.execute("PRAGMA max_page_count = 1073741823")
+    names = [r.name for r in platform.snapshot().clusters["a"].reservations]
+    assert names == ["kept"]
+    platform.create_reservation("a", lost)  # saved this time
+    platform.close()
+    again = MockAdapter(spec, VirtualClock(T0 + 10), journal=Journal(tmp_path / FILE_NAME))
+    assert sorted(r.name for r in again.snapshot().clusters["a"].reservations) == ["kept", "lost"]
+    again.close()
