@@ -24,6 +24,10 @@ from coorm_bridge.core.rules import NO_RULES, ClusterRules
 
 log = logging.getLogger(__name__)
 
+#: Seconds by which OAR may shorten a reservation it validated late (its start passed), keeping
+#: the end: what :meth:`OarBackend.as_asked` allows when OAR does not say the start yet.
+LATE_VALIDATION = 60
+
 #: Seconds between two requests for a scheduler pass (:meth:`OarBackend.nudge`).
 NUDGE_EVERY = 5
 
@@ -209,11 +213,16 @@ class OarBackend(Backend[OarBinding]):
 
     def as_asked(self, job_id: str, spec: ReservationSpec) -> None:
         """An admission rule may change a job instead of refusing it (a site that caps the
-        walltime quietly): the same request would be changed again, so a container shorter
-        than asked is deleted and refused for good, like a rule's refusal."""
-        asked = spec.end - spec.start
+        walltime quietly): the same request would be changed again, so a container ending
+        before the end asked is deleted and refused for good, like a rule's refusal. OAR itself
+        shortens a reservation whose start passed before its scheduler validated it (a loaded
+        server), keeping its end: that one is as asked."""
         job = self.job(job_id)
-        if job is None or job.walltime >= asked:
+        if job is None or job.walltime >= spec.end - spec.start:
+            return
+        # Its start as OAR moved it; not known yet, a shortening within the slack OAR takes.
+        start = job.start if job.start is not None else spec.start + LATE_VALIDATION
+        if start + job.walltime >= spec.end:
             return
         try:
             self.delete_job(job)
@@ -224,7 +233,7 @@ class OarBackend(Backend[OarBinding]):
         raise BatchFailure(
             "invalid_user",
             f"{commands.ADMISSION_REFUSED} as asked: OAR job {job_id} was given a walltime of "
-            f"{job.walltime} s instead of {asked} s",
+            f"{job.walltime} s instead of {spec.end - spec.start} s",
         )
 
     def update_reservation(

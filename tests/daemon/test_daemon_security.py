@@ -326,6 +326,7 @@ def test_an_explicit_ca_wins_over_the_environment(tls_daemon, folder, monkeypatc
         capture_output=True,
         text=True,
         check=False,
+        cwd=folder,  # not the repository's root, whose coorm_bridge/ would shadow the package
     )
     assert status.returncode != 0
     assert "certificate" in status.stderr

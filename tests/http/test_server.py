@@ -244,7 +244,10 @@ SERVE_SCRIPT = textwrap.dedent("""
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_serve_stops_gracefully_on_signals(sock_path: Path, sig: signal.Signals) -> None:
     process = subprocess.Popen(
-        [sys.executable, "-c", SERVE_SCRIPT, str(sock_path)], stdout=subprocess.PIPE, text=True
+        [sys.executable, "-c", SERVE_SCRIPT, str(sock_path)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=sock_path.parent,  # not the repository's root, whose coorm_bridge/ would shadow it
     )
     try:
         assert process.stdout is not None
@@ -303,6 +306,7 @@ def test_a_second_signal_does_not_cut_the_stop_short(
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        cwd=sock_path.parent,
         text=True,
     )
     try:

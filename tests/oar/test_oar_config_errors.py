@@ -24,14 +24,15 @@ PROPERTIES = "its resource properties: cluster, core, cpu, host"
 ALPHA_BETA = '[[adapter.cluster]]\nname = "alpha"\n[[adapter.cluster]]\nname = "beta"\n'
 
 
-def serve(folder: Path, adapter: str) -> subprocess.CompletedProcess[str]:
-    """``coorm-bridge serve`` with this ``[adapter]`` table, which must stop at once."""
+def serve(folder: Path, adapter: str, *options: str) -> subprocess.CompletedProcess[str]:
+    """``coorm-bridge serve`` (with ``options``: ``--check``) with this ``[adapter]`` table,
+    which must stop at once."""
     config = folder / "coorm-bridge.toml"
     config.write_text(f'[bridge]\nsocket = "b.sock"\nstate_dir = "state"\n{adapter}')
     script = Path(sys.executable).with_name("coorm-bridge")
     started = time.monotonic()
     result = subprocess.run(
-        [str(script), "serve", "--config", str(config)],
+        [str(script), "serve", "--config", str(config), *options],
         capture_output=True,
         text=True,
         timeout=20,  # it starts in seconds: one still running (the setting not told) fails
@@ -106,15 +107,15 @@ def test_a_host_property_of_a_mixed_sites_oar_is_named_at_its_place(
 
 def test_a_wrong_host_property_is_told_once_oar_answers(oar: OarInstance, tmp_path: Path) -> None:
     # The REST API on a port nothing listens on: OAR says nothing of the setting, and the file
-    # is not blamed (exit 1); the same settings with OAR's API answering: exit 2.
+    # is not blamed (the check's exit 1: a daemon would start and wait for OAR); the same
+    # settings with OAR's API answering: exit 2.
     api = urlsplit(oar.api_url)
     silent = urlunsplit(api._replace(netloc=f"{api.hostname}:{free_port()}"))
     adapter = f'[adapter]\nkind = "oar"\nbackend = "rest"\nhost_property = "hots"\n{ALPHA_BETA}'
-    result = serve(tmp_path, f'{adapter}[adapter.rest]\nurl = "{silent}"\n')
-    assert result.returncode == 1, result.stderr
-    assert result.stderr.startswith(
-        f"coorm-bridge: cannot start: the batch system: alpha: GET {silent}/resources/details.json"
-    )
+    result = serve(tmp_path, f'{adapter}[adapter.rest]\nurl = "{silent}"\n', "--check")
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert f"GET {silent}/resources/details.json" in result.stdout + result.stderr
+    assert "host_property" not in result.stderr
     result = serve(tmp_path, f'{adapter}[adapter.rest]\nurl = "{oar.api_url}"\n')
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(

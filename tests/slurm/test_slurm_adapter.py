@@ -296,7 +296,10 @@ def test_a_slurm_controller_that_stops_answering_degrades_the_bridge_until_it_is
 
             health = wait(all_stale, timeout=30)
             assert health.status == "degraded"
-            assert all("did not answer" in (c.error or "") for c in health.clusters.values())
+            # Its command timed out, or its poll ran past two intervals before that.
+            said = ("did not answer", "has not answered", "does not answer")
+            errors = [c.error or "" for c in health.clusters.values()]
+            assert all(any(words in error for words in said) for error in errors), errors
         finally:
             os.kill(ctld, signal.SIGCONT)
         wait(lambda: bridge.health().status == "ok", timeout=60)

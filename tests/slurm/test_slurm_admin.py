@@ -79,4 +79,6 @@ def test_a_controller_that_does_not_answer_is_not_taken_for_a_missing_partition(
     adapter = SlurmAdapter(settings, SlurmCliBackend(LocalRunner(), timeout=settings.timeout))
     with pytest.raises(Unavailable) as caught:
         adapter.clusters()
-    assert str(caught.value) == "a: sinfo --json: Slurm reported: Unspecified error"
+    assert str(caught.value) == (
+        "a: the controller does not answer: sinfo --json: Slurm reported: Unspecified error"
+    )

@@ -44,15 +44,17 @@ def test_the_demo_co_allocates_on_slurm_through_the_daemon(slurm_partitions, mak
         slurm_partitions.reset()
 
 
-def serve(tmp_path: Path, adapter: str) -> tuple[subprocess.CompletedProcess[str], float]:
-    """``coorm-bridge serve`` on a configuration with this ``[adapter]`` table, expected to stop
-    at once; its result and how long it took."""
+def serve(
+    tmp_path: Path, adapter: str, *options: str
+) -> tuple[subprocess.CompletedProcess[str], float]:
+    """``coorm-bridge serve`` (with ``options``: ``--check``) on a configuration with this
+    ``[adapter]`` table, expected to stop at once; its result and how long it took."""
     config = tmp_path / "coorm-bridge.toml"
     config.write_text(f'[bridge]\nsocket = "b.sock"\nstate_dir = "state"\n{adapter}')
     script = Path(sys.executable).with_name("coorm-bridge")
     started = time.monotonic()
     result = subprocess.run(
-        [str(script), "serve", "--config", str(config)],
+        [str(script), "serve", "--config", str(config), *options],
         capture_output=True,
         text=True,
         timeout=60,

@@ -117,4 +117,4 @@ def test_a_slurm_conf_slurm_cannot_process_is_the_setting_at_fault() -> None:
     # A slurm.conf Slurm can process, of a controller that does not answer: no mistake.
     found = clusters(Slurm(), SlurmCluster(name="a", slurm_conf=Path("/etc/down.conf")))
     assert type(found) is Unavailable
-    assert str(found) == f"a: {DOWN}"
+    assert str(found) == f"a: the controller does not answer: {DOWN}"
