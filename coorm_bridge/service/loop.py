@@ -23,7 +23,7 @@ import logging
 import threading
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -179,7 +179,14 @@ class Loop:
         self.scheduler.add_job(
             self._reconcile, IntervalTrigger(seconds=self.reconcile_every), id="reconcile"
         )
-        self.scheduler.add_job(self._purge, IntervalTrigger(seconds=PURGE_EVERY), id="purge")
+        # At once too, in the background: a daemon restarted more often than hourly still
+        # deletes what its retention let go.
+        self.scheduler.add_job(
+            self._purge,
+            IntervalTrigger(seconds=PURGE_EVERY),
+            id="purge",
+            next_run_time=datetime.now(UTC),
+        )
         self.scheduler.start()
         # The front end's jobs on a thread of their own: a process's end is seen within half a
         # second, and a job submitted or cancelled at once, whatever the scheduler runs.
