@@ -15,10 +15,11 @@ periodic store work runs (``Loop.purge``, when there is one). Prints, every few 
 end:
 
     store_growth hour=H sessions=N waiting=W events=E db_bytes=B wal_bytes=W per_hour_bytes=G
-    seconds=S
+    peak_bytes=P seconds=S
 
-``db_bytes`` is the database file, ``wal_bytes`` its write-ahead log; ``per_hour_bytes`` the
-growth of both over the last simulated hour; ``seconds`` the real time taken so far.
+``db_bytes`` is the database file, ``wal_bytes`` its write-ahead log (both after the hour's
+store work); ``per_hour_bytes`` the growth of both over the last simulated hour; ``peak_bytes``
+the most both took together after any step so far; ``seconds`` the real time taken so far.
 """
 
 from __future__ import annotations
@@ -74,7 +75,7 @@ def main() -> None:
             bridge.put_request(user, sid, {"alpha": 4 + i % 8, "beta": 2 + i % 4}, 86400)
         loop.tick()
         now = START
-        last = sum(sizes(path))
+        last = peak = sum(sizes(path))
         for hour in range(1, args.hours + 1):
             end = START + hour * HOUR
             while now < end:
@@ -83,6 +84,7 @@ def main() -> None:
                 for cluster in clusters:
                     loop.poll(cluster)
                 loop.tick()
+                peak = max(peak, sum(sizes(path)))
             purge = getattr(loop, "purge", None)
             if purge is not None:
                 purge()
@@ -93,7 +95,7 @@ def main() -> None:
                 print(
                     f"store_growth hour={hour} sessions={args.sessions} waiting={waiting} "
                     f"events={events} db_bytes={db} wal_bytes={wal} "
-                    f"per_hour_bytes={db + wal - last} "
+                    f"per_hour_bytes={db + wal - last} peak_bytes={peak} "
                     f"seconds={time.perf_counter() - began:.0f}",
                     flush=True,
                 )
