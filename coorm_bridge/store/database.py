@@ -131,9 +131,10 @@ class Database:
 
     def _migrate(self) -> None:
         """Bring a store written by an older coorm-bridge to this version, in one transaction:
-        nothing of what it holds changes, tables are only added. A copy of the old file is kept
-        beside it first (an admin rolls back by putting it back), and the migration is refused
-        if it cannot be written."""
+        tables are added, and superseded events coalesced as version 4 would have (what every
+        launcher reads stays the same: :mod:`~coorm_bridge.store.compaction`). A copy of the old
+        file is kept beside it first (an admin rolls back by putting it back), and the migration
+        is refused if it cannot be written."""
         with self.transaction():  # the write lock: no other process migrates nor writes meanwhile
             version = self._schema_version()
             if version is None or version >= SCHEMA_VERSION:
