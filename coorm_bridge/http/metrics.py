@@ -2,8 +2,8 @@
 
 The paper's cost measures (passes, notifications, computed configurations) sit beside what a site
 admin watches: sessions per state, placements and their failures, and which batch systems answer.
-The counters come from the service's stats; the gauges from the store (sessions, placeholders),
-the poller (which batch systems answer) and the open problems (the bridge's rights).
+The counters come from the service's stats; the gauges from the store (sessions, placeholders, its
+size on disk), the poller (which batch systems answer) and the open problems (the bridge's rights).
 """
 
 from __future__ import annotations
@@ -103,6 +103,11 @@ class BridgeCollector(Collector):
         yield failures
         yield overruns
         yield rights
+        yield GaugeMetricFamily(
+            "coorm_store_bytes",
+            "Bytes the store takes on disk: the database file and its write-ahead log.",
+            value=self.store.size(),
+        )
         # Launchers waiting on their events, each with a connection and a task in the daemon.
         text = "Long polls waiting for their session's events."
         yield GaugeMetricFamily("coorm_long_polls", text, value=stats.long_polls)

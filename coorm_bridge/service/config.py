@@ -110,6 +110,10 @@ class ConnectionSettings(Frozen):
     each, with a count."""
 
 
+#: Default ``bridge.retention``: ended sessions are kept a week.
+DEFAULT_RETENTION = 7 * 24 * 3600
+
+
 class BridgeSettings(Frozen):
     """``[bridge]``: where to listen, where to keep state, who is who."""
 
@@ -127,6 +131,11 @@ class BridgeSettings(Frozen):
     session_timeout: Annotated[int, Field(ge=10, le=366 * 24 * 3600, strict=True)] | None = None
     """Withdraw a waiting session whose launcher was not heard from for this many seconds (a
     launcher long-polls its events, so a live one is heard from every minute); None: never."""
+    retention: Annotated[int, Field(ge=60, le=366 * 24 * 3600, strict=True)] = DEFAULT_RETENTION
+    """Seconds an ended session (finished, cancelled, failed) is kept, with its events, for
+    ``coorm-bridge sessions`` and its launcher; then it is deleted (checked every hour), and
+    ``GET /v1/sessions/{id}`` answers 404. One still holding a placeholder or running a job
+    is kept until those end."""
     placeholder_prefix: Annotated[Name, Field(max_length=MAX_PREFIX)] = "coorm-"
     """How the bridge's reservations are named: ``<prefix><instance>-<session>-<cluster>``, the
     instance being this bridge's id (in its database): another bridge's are foreign load."""

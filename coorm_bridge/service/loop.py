@@ -1,7 +1,8 @@
-"""The bridge's periodic work, on APScheduler: polling, passes, placements, reconciliation (with
-a re-read of the clusters' properties and links), purging; and, on a thread of its own, the front
-end's jobs. The loop drives each part itself: the poller, the pass runner, the enactor, the
-reconciler, the catalogue and the job runner, all handed to it by the composition root.
+"""The bridge's periodic work, on APScheduler: polling, passes, placements, reconciliation
+(with a re-read of the clusters' properties and links), deleting ended sessions past their
+retention; and, on a thread of its own, the front end's jobs. The loop drives each part itself:
+the poller, the pass runner, the enactor, the reconciler, the catalogue and the job runner, all
+handed to it by the composition root.
 
 Each cluster has its own polling job, so that one silent batch system never delays the others
 (clusters one batch-system answer covers, the partitions of a Slurm controller, share theirs);
@@ -23,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
 from apscheduler.executors.pool import ThreadPoolExecutor
 from apscheduler.schedulers.background import BackgroundScheduler
@@ -45,9 +46,10 @@ from coorm_bridge.store import Store, StoreFull
 
 log = logging.getLogger(__name__)
 
-#: Seconds between two reconciliation passes (and how long finished sessions are kept).
+#: Seconds between two reconciliation passes.
 RECONCILE_EVERY = 60.0
-KEEP_FINISHED = 7 * 24 * 3600
+#: Seconds between two looks for ended sessions past their retention (``bridge.retention``).
+PURGE_EVERY = 3600.0
 #: Seconds between two looks at the front end's jobs (sooner when a job comes or is cancelled).
 JOBS_EVERY = 0.5
 #: Seconds between two log lines saying the store is full.
@@ -203,7 +205,14 @@ class Loop:
         self.scheduler.add_job(
             self._reconcile, IntervalTrigger(seconds=self.reconcile_every), id="reconcile"
         )
-        self.scheduler.add_job(self._purge, IntervalTrigger(hours=1), id="purge")
+        # At once too, in the background: a daemon restarted more often than hourly still
+        # deletes what its retention let go.
+        self.scheduler.add_job(
+            self._purge,
+            IntervalTrigger(seconds=PURGE_EVERY),
+            id="purge",
+            next_run_time=datetime.now(UTC),
+        )
         self.scheduler.start()
         # The front end's jobs on a thread of their own: a process's end is seen within half a
         # second, and a job submitted or cancelled at once, whatever the scheduler runs.
@@ -316,7 +325,23 @@ class Loop:
             except Exception:
                 log.exception("looking after the front end's jobs failed")
 
+    def purge(self) -> int:
+        """Delete the ended sessions kept longer than ``bridge.retention``, with their events,
+        and give the space back to the file system; returns how many sessions went."""
+        before = self.adapter.now() - self.config.bridge.retention
+        removed = self.store.purge_finished(before)
+        freed = self.store.reclaim()
+        if removed or freed:
+            log.info(
+                "deleted %d sessions ended before %d (bridge.retention), %d pages given back",
+                removed,
+                before,
+                freed,
+            )
+        return removed
+
     def _purge(self) -> None:
-        removed = self.store.purge_finished(self.adapter.now() - KEEP_FINISHED)
-        if removed:
-            log.info("purged %d finished sessions", removed)
+        try:
+            self.purge()
+        except Exception:
+            log.exception("deleting ended sessions failed")

@@ -31,6 +31,15 @@ from typing import Any, Final, Literal, Self
 from coorm_bridge.store.schema import MIGRATIONS, SCHEMA, SCHEMA_VERSION
 
 _BUSY_TIMEOUT_MS: Final = 10_000
+#: ``PRAGMA auto_vacuum``: free pages are given back on ``incremental_vacuum`` (mode 2).
+_INCREMENTAL: Final = "INCREMENTAL"
+_INCREMENTAL_MODE: Final = 2
+#: Pages freed per transaction by :meth:`Database.reclaim` (16 MB of 4 KB pages): a short hold of
+#: the write lock each time.
+_RECLAIM_PAGES: Final = 4096
+#: The write-ahead log is cut back to this many bytes after each checkpoint that empties it
+#: (SQLite otherwise keeps it at its largest).
+_WAL_LIMIT: Final = 16 * 1024 * 1024
 log = logging.getLogger(__name__)
 
 
@@ -102,17 +111,22 @@ class Database:
         conn.row_factory = sqlite3.Row
         # PRAGMAs cannot be bound parameters; these values are constants checked above.
         conn.execute(f"PRAGMA busy_timeout = {_BUSY_TIMEOUT_MS}")
-        self._schema_version()  # refuse before changing a file that may not be ours
+        if self._schema_version() is None:  # refuse before changing a file that may not be ours
+            # Before WAL mode and the first table fix the file's header: a new store gives free
+            # pages back incrementally from the start.
+            conn.execute(f"PRAGMA auto_vacuum = {_INCREMENTAL}")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         if mode != "wal" and str(self.path) != ":memory:":
             raise StoreError(f"{self.path}: the file system refused WAL mode (got {mode!r})")
         conn.execute(f"PRAGMA synchronous = {synchronous}")
+        conn.execute(f"PRAGMA journal_size_limit = {_WAL_LIMIT}")
         conn.execute("PRAGMA foreign_keys = ON")
         found = self._schema_version()
         if found == SCHEMA_VERSION:
             return  # opening a current store takes no write lock: the daemon may hold it
         if found is not None:
             self._migrate()
+            self._incremental_vacuum()
             return
         with self.transaction():  # check again: another process may have created it meanwhile
             if self._schema_version() is None:
@@ -129,9 +143,10 @@ class Database:
 
     def _migrate(self) -> None:
         """Bring a store written by an older coorm-bridge to this version, in one transaction:
-        nothing of what it holds changes, tables are only added. A copy of the old file is kept
-        beside it first (an admin rolls back by putting it back), and the migration is refused
-        if it cannot be written."""
+        tables are added, and superseded events coalesced as version 4 would have (what every
+        launcher reads stays the same: :mod:`~coorm_bridge.store.compaction`). A copy of the old
+        file is kept beside it first (an admin rolls back by putting it back), and the migration
+        is refused if it cannot be written."""
         with self.transaction():  # the write lock: no other process migrates nor writes meanwhile
             version = self._schema_version()
             if version is None or version >= SCHEMA_VERSION:
@@ -146,12 +161,62 @@ class Database:
                 copy,
             )
             while version < SCHEMA_VERSION:
-                for statement in MIGRATIONS[version]:
-                    self._conn.execute(statement)
+                for step in MIGRATIONS[version]:
+                    if isinstance(step, str):
+                        self._conn.execute(step)
+                    else:
+                        step(self._conn)
                 version += 1
                 self._conn.execute(
                     "UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(version),)
                 )
+
+    def _incremental_vacuum(self) -> None:
+        """Switch a store made before version 4 to incremental vacuum: that takes a whole
+        VACUUM once (it rewrites the file, which needs as much free space again). Refused (say
+        the disk is full), the store still works and reuses its free pages, but gives none back
+        to the file system (logged)."""
+        if self._conn.execute("PRAGMA auto_vacuum").fetchone()[0] == _INCREMENTAL_MODE:
+            return
+        with self._lock:
+            try:
+                self._conn.execute(f"PRAGMA auto_vacuum = {_INCREMENTAL}")
+                self._conn.execute("VACUUM")
+            except sqlite3.Error as error:
+                log.warning(
+                    "store %s: not switched to incremental vacuum (%s): space freed by "
+                    "deleted sessions is reused but not given back",
+                    self.path,
+                    error,
+                )
+
+    def reclaim(self, pages: int = _RECLAIM_PAGES) -> int:
+        """Give free pages back to the file system, ``pages`` at a time (each in a short
+        transaction of its own, so that passes and requests go on in between), then truncate
+        the write-ahead log; returns how many pages were freed."""
+        if pages < 1:
+            raise ValueError(f"pages must be at least 1, got {pages}")
+        freed = 0
+        while True:
+            with self.transaction():
+                free = int(self._conn.execute("PRAGMA freelist_count").fetchone()[0])
+                mode = int(self._conn.execute("PRAGMA auto_vacuum").fetchone()[0])
+                if not free or mode != _INCREMENTAL_MODE:
+                    break
+                self._conn.execute(f"PRAGMA incremental_vacuum({int(pages)})").fetchall()
+                freed += min(free, pages)
+        with self._lock:
+            if not self._closed and str(self.path) != ":memory:":
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return freed
+
+    def size(self) -> int:
+        """Bytes the store takes on disk: the file and its write-ahead log."""
+        total = 0
+        for path in (self.path, self.path.with_name(self.path.name + "-wal")):
+            with contextlib.suppress(OSError):
+                total += path.stat().st_size
+        return total
 
     def _keep_copy(self, version: int) -> Path:
         """Copy the store with SQLite's online backup (a plain copy of a WAL file may miss its

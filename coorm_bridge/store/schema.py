@@ -9,15 +9,17 @@ from __future__ import annotations
 import functools
 import json
 import sqlite3
+from collections.abc import Callable
 from typing import Any, Final
 
 from pydantic import TypeAdapter
 
 from coorm_bridge.core.messages import Event
+from coorm_bridge.store.compaction import coalesce_all
 from coorm_bridge.store.rows import DrainRow, JobRow, PlaceholderRow, SessionRow
 
 #: Bump on any schema change, with a migration from the previous version.
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 
 JOBS: Final = (
@@ -38,8 +40,22 @@ DRAINS: Final = (
     """CREATE TABLE IF NOT EXISTS drained (
         cluster TEXT PRIMARY KEY, since INTEGER NOT NULL, by TEXT NOT NULL, reason TEXT)""",
 )
+
+
+def _coalesced(conn: sqlite3.Connection) -> None:
+    coalesce_all(conn)
+
+
+#: Version 4 coalesces superseded events as they are appended (:mod:`.compaction`), and reclaims
+#: free pages (``auto_vacuum = INCREMENTAL``, which an existing file takes with a VACUUM once:
+#: :class:`~coorm_bridge.store.database.Database` runs it after the migration). What version 3
+#: left is coalesced here, each session as if it had been so from the start.
+COALESCE: Final = (_coalesced,)
+#: A step of a migration: a statement, or a function of the connection for what SQL alone
+#: cannot say.
+Step = str | Callable[[sqlite3.Connection], None]
 #: What brings a store of each older version to the next one (applied in one transaction).
-MIGRATIONS: Final = {1: JOBS, 2: DRAINS}
+MIGRATIONS: Final[dict[int, tuple[Step, ...]]] = {1: JOBS, 2: DRAINS, 3: COALESCE}
 
 SCHEMA: Final = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",

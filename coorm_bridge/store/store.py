@@ -22,6 +22,7 @@ from typing import Final
 from coorm_bridge.core.messages import Event
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import FINAL, AppState, transition
+from coorm_bridge.store.compaction import COALESCED, coalesce, trailing
 from coorm_bridge.store.drains import DrainQueries
 from coorm_bridge.store.jobs import JobQueries
 from coorm_bridge.store.meta import MetaQueries
@@ -153,7 +154,10 @@ class Store(JobQueries, DrainQueries, MetaQueries):
         """Store ``event`` (an event's fields, without ``seq``) as the session's next one.
 
         Numbers are 1, 2, ... per session, assigned under the transaction so that they are
-        unique and gapless whatever the threads; the returned event is what a launcher gets."""
+        unique and increasing whatever the threads, and never reused. A ``change`` or
+        ``placement_failed`` replaces the superseded ones of the session's trailing run
+        (:mod:`coorm_bridge.store.compaction`: a ``change`` then carries every change it
+        replaces), which leaves gaps; the returned event is what a launcher gets."""
         if "seq" in event:
             raise ValueError("the store numbers events: give the event without 'seq'")
         with self.transaction():
@@ -164,7 +168,14 @@ class Store(JobQueries, DrainQueries, MetaQueries):
             ).fetchone()
             if last is not None and last["type"] == "ended":
                 raise ValueError(f"session {session_id} has ended: no event follows 'ended'")
-            full = EVENTS.validate_python({**event, "seq": 1 if last is None else last[0] + 1})
+            seq = 1 if last is None else last[0] + 1
+            full = EVENTS.validate_python({**event, "seq": seq})  # refused before any delete
+            if full.type in COALESCED and last is not None and last["type"] in COALESCED:
+                run = trailing(self._conn, session_id)
+                fields = EVENTS.dump_python(full, mode="json")
+                kept = coalesce(self._conn, session_id, fields, run)
+                if kept is not fields:
+                    full = EVENTS.validate_python(kept)
             self._conn.execute(
                 "INSERT INTO events VALUES (?, ?, ?, ?, ?)",
                 (session_id, full.seq, full.time, full.type, EVENTS.dump_json(full).decode()),

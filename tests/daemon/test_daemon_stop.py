@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from coorm_bridge.core.model import Filter, Request
+from coorm_bridge.core.model import Filter, Interconnect, Request
 from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.client import BridgeClient
+from coorm_bridge.launchers.selection import CurrentView
 from tests import daemons
 from tests.daemons import free_port
 
@@ -162,9 +163,30 @@ def test_a_stop_answers_the_long_polls_closes_the_connections_and_keeps_the_stat
     daemon.start()
     with daemon.client() as client, daemon.client(TOKEN) as alice:
         after = {sid: client.events(sid) for sid in mine} | {theirs: alice.events(theirs)}
+        seen = {sid: events[-1].seq if events else 0 for sid, events in before.items()}
+        resumed = {sid: client.events(sid, after=seen[sid]) for sid in mine}
+        resumed[theirs] = alice.events(theirs, after=seen[theirs])
         assert client.session(mine[0]).state is AppState.STARTED
     for sid, events in before.items():
-        assert after[sid][: len(events)] == events
+        # Kept: every event but the changes a newer one replaced (it carries what they did),
+        # so a launcher that resumes after its last one ends with the view of reading them all.
+        assert kept(after[sid])[: len(kept(events))] == kept(events)
+        assert view(events + resumed[sid]) == view(after[sid])
+
+
+def kept(events: list[Any]) -> list[Any]:
+    """The events a newer one never replaces (coorm_bridge/store/compaction.py)."""
+    return [e for e in events if e.type not in ("change", "placement_failed")]
+
+
+def view(events: list[Any]) -> tuple[Any, ...]:
+    """What a launcher keeps of ``events``: its view (as coorm-launch keeps it), the estimate."""
+    current, estimate = CurrentView({}, Interconnect()), None
+    for event in events:
+        if event.type == "change":
+            current.apply(event)
+            estimate = event.estimated_start
+    return current.caps, current.clusters, frozenset(current.interconnect.links), estimate
 
 
 def test_a_following_launcher_reconnects_after_the_stop_and_misses_nothing(
