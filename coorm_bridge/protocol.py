@@ -222,8 +222,9 @@ MAX_VARIABLES = 256
 MAX_ENVIRONMENT_BYTES = 32 * 1024
 MAX_PATH_BYTES = 4095
 MAX_PATH_PART = 255
-#: Variables the bridge sets in every job's environment; a job may not give them.
-JOB_VARIABLES = ("COORM_JOB_ID", "COORM_JOB_HOSTS", "COORM_CLUSTER")
+#: Variables the bridge sets in every job's environment; a job may not give them
+#: (``COORM_JOB_TAG``: the mock front end's marker of a job's processes).
+JOB_VARIABLES = ("COORM_JOB_ID", "COORM_JOB_HOSTS", "COORM_CLUSTER", "COORM_JOB_TAG")
 _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
 
 

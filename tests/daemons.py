@@ -34,7 +34,7 @@ def end_jobs(folders: Iterable[Path]) -> None:
         cgroup = containment.recorded(folder)
         if cgroup is not None:
             containment.remove(cgroup)
-        containment.kill_all(folder.name, None)
+        containment.kill_all(containment.key(folder), None)
 
 
 #: The mock platform of most daemon tests: two clusters of 8 and 4 hosts.

@@ -5,7 +5,7 @@ that kills its supervisor leaves nobody to end it. So each job is contained as a
 contains one (Slurm's ``proctrack/cgroup``, with ``proctrack/linuxproc`` as its fallback):
 
 - **A cgroup of its own** (cgroup v2, the kernel's grouping): the supervisor creates
-  ``coorm-job-<job>`` beside itself in the unified hierarchy (found from
+  ``coorm-job-<key>`` (:func:`key`) beside itself in the unified hierarchy (found from
   ``/proc/self/mountinfo``, never assumed at a path; the supervisor's own cgroup from
   ``/proc/self/cgroup``), the job's process joins it before its command is executed, and every
   process it ever starts is in it, ``setsid`` or not, whatever user it runs as. The job ends
@@ -14,7 +14,7 @@ contains one (Slurm's ``proctrack/cgroup``, with ``proctrack/linuxproc`` as its 
   finds it to stop a job whose supervisor died.
 - **The fallback, where no cgroup can be made** (no cgroup v2 mounted, mounted read-only, or a
   daemon not root whose cgroup was not delegated to it): the processes are found by scanning
-  ``/proc``: those whose environment holds the job's marker (``COORM_JOB_ID=<job>``, which
+  ``/proc``: those whose environment holds the job's marker (``COORM_JOB_TAG=<key>``, which
   the front end always sets and a job may not), and every descendant of those. Its limits, as
   ``linuxproc``'s: a process that executes a program with an environment cleared of the
   marker *and* leaves the job's process tree (a double fork) is not found; processes of
@@ -26,17 +26,26 @@ contains one (Slurm's ``proctrack/cgroup``, with ``proctrack/linuxproc`` as its 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import signal
 import time
 from pathlib import Path
 
 #: The marker every process of a job carries in its environment (the fallback's only clue).
-MARKER = "COORM_JOB_ID"
+MARKER = "COORM_JOB_TAG"
 #: The file of a job's folder that names its cgroup.
 CGROUP_FILE = "cgroup"
 #: How many rounds of killing a fallback's scan makes before giving up for now.
 ROUNDS = 50
+
+
+def key(folder: Path) -> str:
+    """The name of the job kept in ``folder`` for the kernel and the marker: the folder's name
+    (the job's id) and a digest of where its front end keeps its jobs, so that two front ends'
+    jobs of one id (two daemons on a host, tests side by side) are never taken for each other."""
+    digest = hashlib.sha256(os.fsencode(folder.parent.absolute())).hexdigest()[:12]
+    return f"{folder.name}.{digest}"
 
 
 def unified_mount(mountinfo: str | None = None) -> tuple[Path, str] | None:

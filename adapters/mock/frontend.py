@@ -143,7 +143,7 @@ class ProcessFrontEnd(FrontEnd):
     def launch(self, job: str, spec: ProcessSpec) -> Launched:
         where = self.folder / job
         user = spec.owner if os.geteuid() == 0 and spec.owner not in (None, account()) else None
-        environment = {**spec.environment, containment.MARKER: job}
+        environment = {**spec.environment, containment.MARKER: containment.key(where)}
         if user is not None:
             try:
                 entry = pwd.getpwnam(user)
@@ -275,7 +275,7 @@ class ProcessFrontEnd(FrontEnd):
         cgroup = containment.recorded(self.folder / job)
         if cgroup is not None:
             return bool(containment.members(cgroup))
-        return bool(containment.scan(job, self._uid(job)))
+        return bool(containment.scan(containment.key(self.folder / job), self._uid(job)))
 
     def _orphaned(self, job: str, code: int | None) -> None:
         """Noted once, for the job's reason when its processes are gone."""
@@ -299,7 +299,7 @@ class ProcessFrontEnd(FrontEnd):
             for pid in containment.members(cgroup):
                 _signal(pid, signum)
         else:
-            containment.signal_all(job, self._uid(job), signum)
+            containment.signal_all(containment.key(self.folder / job), self._uid(job), signum)
         group = self._job_group(job)
         if group is not None:
             _signal(-group, signum)

@@ -156,9 +156,10 @@ def _start(
     with what the owner lacks (a folder, a file) or what could not run."""
     argv = [str(arg) for arg in spec["argv"]]
     workdir = str(spec["workdir"])
-    cgroup = containment.create(folder.name) if spec.get("cgroup", True) else None
+    name = containment.key(folder)
+    cgroup = containment.create(name) if spec.get("cgroup", True) else None
     (folder / containment.CGROUP_FILE).write_text(str(cgroup or ""))
-    job = Job(folder.name, owner.uid if owner is not None else os.geteuid(), cgroup)
+    job = Job(name, owner.uid if owner is not None else os.geteuid(), cgroup)
     try:
         return job, _spawn(argv, workdir, spec, owner, cgroup)
     except BaseException:

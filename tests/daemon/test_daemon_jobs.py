@@ -191,6 +191,7 @@ def test_a_job_runs_in_its_session_on_this_host_and_the_batch_system_sees_it_end
             "COORM_JOB_ID",
             "COORM_JOB_HOSTS",
             "COORM_CLUSTER",
+            "COORM_JOB_TAG",  # the front end's marker of the job's processes
         }
         assert (work / "err.txt").read_text() == "to stderr\n"
         info = wait_job(client, sid, answer.job, lambda j: j.state == "running")

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from coorm_bridge.adapters.frontend import Launched, ProcessEnd, ProcessSpec
-from coorm_bridge.adapters.mock import frontend
+from coorm_bridge.adapters.mock import containment, frontend
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.adapters.mock.frontend import ProcessFrontEnd
 from coorm_bridge.adapters.mock.plugin import MockSettings, create
@@ -89,7 +89,7 @@ def test_a_job_runs_with_its_environment_folder_and_files_and_its_status_comes_b
     assert {k: v for k, v in env.items() if k != "LC_CTYPE"} == {
         "PATH": os.environ["PATH"],
         "MY_VAR": "x y=z",
-        "COORM_JOB_ID": "j1",
+        "COORM_JOB_TAG": containment.key(front.folder / "j1"),
     }
     assert (work / "err.txt").read_text() == "oops\n"
     # Asked again, the same answer: it is read from the status the supervisor left.
