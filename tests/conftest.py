@@ -54,6 +54,18 @@ GROUPS = (
     ("oar", {"oar"}),
     ("slurm", {"slurm_partitions", "slurm_clusters", "slurm_own", "munge_daemon"}),
 )
+#: Slurm's longest test files, in a group of their own (a worker with Slurms of its own: the
+#: fixtures take ports of their own), so that Slurm's tests take about as long as OAR's.
+SLURM_B = frozenset(
+    {
+        "test_slurm_production.py",
+        "test_slurm_busy.py",
+        "test_slurm_down.py",
+        "test_slurm_rules.py",
+        "test_slurm_restart.py",
+        "test_slurm_rights.py",
+    }
+)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -65,7 +77,8 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     marks = {mark.name for mark in item.iter_markers()}
     for group, fixtures in GROUPS:
         if used & fixtures or group in marks:
-            item.add_marker(pytest.mark.xdist_group(group))
+            split = group == "slurm" and item.path.name in SLURM_B
+            item.add_marker(pytest.mark.xdist_group("slurm-b" if split else group))
             return
 
 
@@ -76,7 +89,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     ``-n logical`` keep their meaning.)"""
     if config.option.numprocesses != "auto" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return len(os.sched_getaffinity(0)) + len(GROUPS)
+    return len(os.sched_getaffinity(0)) + len(GROUPS) + 1  # slurm-b
 
 
 def _mpi_missing() -> str | None:
