@@ -54,18 +54,9 @@ GROUPS = (
     ("oar", {"oar"}),
     ("slurm", {"slurm_partitions", "slurm_clusters", "slurm_own", "munge_daemon"}),
 )
-#: Slurm's longest test files, in a group of their own (a worker with Slurms of its own: the
-#: fixtures take ports of their own), so that Slurm's tests take about as long as OAR's.
-SLURM_B = frozenset(
-    {
-        "test_slurm_production.py",
-        "test_slurm_busy.py",
-        "test_slurm_down.py",
-        "test_slurm_rules.py",
-        "test_slurm_restart.py",
-        "test_slurm_rights.py",
-    }
-)
+#: Slurm's tests on Slurms of their own (a private one per test, or one with accounting
+#: enforced): on a worker of their own too, beside those that share the group's instances.
+OWN_SLURMS = frozenset({"test_slurm_down.py", "test_slurm_rules.py"})
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -77,8 +68,8 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     marks = {mark.name for mark in item.iter_markers()}
     for group, fixtures in GROUPS:
         if used & fixtures or group in marks:
-            split = group == "slurm" and item.path.name in SLURM_B
-            item.add_marker(pytest.mark.xdist_group("slurm-b" if split else group))
+            own = group == "slurm" and item.path.name in OWN_SLURMS
+            item.add_marker(pytest.mark.xdist_group("slurm-own" if own else group))
             return
 
 
@@ -89,7 +80,9 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     ``-n logical`` keep their meaning.)"""
     if config.option.numprocesses != "auto" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    return len(os.sched_getaffinity(0)) + len(GROUPS) + 1  # slurm-b
+    # One for slurm-own, and one more: the other tests too mostly wait (on daemons, processes,
+    # timers): CI's run on 2 cores kept 1.25 of them busy on average with a worker per core.
+    return len(os.sched_getaffinity(0)) + len(GROUPS) + 2
 
 
 def _mpi_missing() -> str | None:

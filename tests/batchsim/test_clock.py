@@ -138,14 +138,16 @@ def test_wall_clock_orders_callbacks_and_survives_exceptions(caplog):
 
     with WallClock(speedup=1000.0, origin=0) as clock:
         t = clock.now()
-        clock.call_at(t + 30, lambda: (log.append("third"), done.set()))
-        clock.call_at(t + 10, lambda: log.append("first"))
-        clock.call_at(t + 20, boom)
-        clock.call_at(t + 20, lambda: log.append("second"))
-        clock.call_at(t + 25, lambda: log.append("cancelled")).cancel()
+        # A second of real time between the first and the last registration's times: on a loaded
+        # machine the registrations themselves take a while.
+        clock.call_at(t + 3000, lambda: (log.append("third"), done.set()))
+        clock.call_at(t + 1000, lambda: log.append("first"))
+        clock.call_at(t + 2000, boom)
+        clock.call_at(t + 2000, lambda: log.append("second"))
+        clock.call_at(t + 2500, lambda: log.append("cancelled")).cancel()
         clock.call_at(t - 100, lambda: log.append("past"))
         with caplog.at_level(logging.ERROR):
-            assert done.wait(timeout=30)  # a failsafe: at 1000x, 0.03 s
+            assert done.wait(timeout=30)  # a failsafe: at 1000x, 3 s
     assert log == ["past", "first", "second", "third"]
     assert any("boom" in (r.exc_text or "") for r in caplog.records)
 

@@ -126,7 +126,8 @@ def test_a_peer_past_its_cap_is_refused_while_another_is_served(make_daemon, hel
 @pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"), reason="needs root")
 def test_a_uid_past_its_cap_on_the_socket_leaves_another_uid_served(make_daemon, folder, held):
     folder.chmod(0o755)  # another user reaches the socket (0666) through it
-    daemon = make_daemon({"idle_timeout": 600}).start()
+    # No timer in this test: only the cap may close a connection.
+    daemon = make_daemon({"idle_timeout": 600, "request_timeout": 600}).start()
     mine = [held.enter_context(daemon.connect("unix")) for _ in range(4)]
     assert until_closed(held.enter_context(daemon.connect("unix")))[0] == b""
     code = (
