@@ -54,9 +54,10 @@ GROUPS = (
     ("oar", {"oar"}),
     ("slurm", {"slurm_partitions", "slurm_clusters", "slurm_own", "munge_daemon"}),
 )
-#: Slurm's tests on Slurms of their own (a private one per test, or one with accounting
-#: enforced): on a worker of their own too, beside those that share the group's instances.
-OWN_SLURMS = frozenset({"test_slurm_down.py", "test_slurm_rules.py"})
+#: Slurm's tests on Slurms of their own (a private one per test, one with accounting enforced)
+#: and its longest file (3 minutes): on a worker of their own, with Slurms of its own (the
+#: fixtures take port blocks of their own), beside the others of the group.
+OWN_SLURMS = frozenset({"test_slurm_down.py", "test_slurm_rules.py", "test_slurm_production.py"})
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -80,9 +81,7 @@ def pytest_xdist_auto_num_workers(config: pytest.Config) -> int | None:
     ``-n logical`` keep their meaning.)"""
     if config.option.numprocesses != "auto" or os.environ.get("PYTEST_XDIST_AUTO_NUM_WORKERS"):
         return None
-    # One for slurm-own, and one more: the other tests too mostly wait (on daemons, processes,
-    # timers): CI's run on 2 cores kept 1.25 of them busy on average with a worker per core.
-    return len(os.sched_getaffinity(0)) + len(GROUPS) + 2
+    return len(os.sched_getaffinity(0)) + len(GROUPS) + 1  # slurm-own
 
 
 def _mpi_missing() -> str | None:
