@@ -234,7 +234,17 @@ cmd_install() {
 }
 
 # ---------------------------------------------------------------- up
-start_munge() {
+start_munge() {  # two runs at once (test workers): one starts munged, the other then reuses it
+  local rc=0
+  exec 8>>/tmp/coorm-munge-start.lock
+  flock 8
+  start_munge_unlocked || rc=$?
+  flock -u 8
+  exec 8>&-
+  return "$rc"
+}
+
+start_munge_unlocked() {
   if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
     log "munged answers: reusing it"; return
   fi
