@@ -11,6 +11,7 @@ timeouts only.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
@@ -100,6 +101,21 @@ def until(test: Callable[[], bool], what: str) -> None:
         time.sleep(0.05)
 
 
+def served(daemon: Daemon) -> socket.socket:
+    """A keep-alive connection over the socket that the daemon has answered once (so it holds
+    it). Until the daemon has seen the end of the connection its start was awaited on (this
+    uid's too), it may refuse one: another is tried."""
+    deadline = time.monotonic() + FAILSAFE
+    while True:
+        conn = daemon.connect("unix")
+        conn.sendall(b"GET /v1/health HTTP/1.1\r\nHost: bridge\r\n\r\n")
+        with contextlib.suppress(ConnectionResetError):
+            if conn.recv(65536).startswith(b"HTTP/1.1 200 "):
+                return conn
+        conn.close()
+        assert time.monotonic() < deadline, f"no connection held within {FAILSAFE} s"
+
+
 @pytest.fixture
 def held() -> Iterator[ExitStack]:
     with ExitStack() as stack:
@@ -128,7 +144,7 @@ def test_a_uid_past_its_cap_on_the_socket_leaves_another_uid_served(make_daemon,
     folder.chmod(0o755)  # another user reaches the socket (0666) through it
     # No timer in this test: only the cap may close a connection.
     daemon = make_daemon({"idle_timeout": 600, "request_timeout": 600}).start()
-    mine = [held.enter_context(daemon.connect("unix")) for _ in range(4)]
+    mine = [held.enter_context(served(daemon)) for _ in range(4)]
     assert until_closed(held.enter_context(daemon.connect("unix")))[0] == b""
     code = (
         "import socket, sys; s = socket.socket(socket.AF_UNIX); s.settimeout(30); "

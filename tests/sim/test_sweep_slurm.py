@@ -17,7 +17,7 @@ import time
 
 import pytest
 
-from tests.slurm.conftest import COMMON_BINARIES, _slurm
+from tests.slurm.conftest import COMMON_BINARIES, SlurmInstance, _slurm
 
 from .conftest import COORM_SIM, toy_environ
 
@@ -35,6 +35,15 @@ def coorm_sim(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[st
     return subprocess.run(
         [str(COORM_SIM), *args], env=env, capture_output=True, text=True, check=False, timeout=600
     )
+
+
+def no_task_left(slurm: SlurmInstance) -> None:
+    """Await the array's end in Slurm: a task's result is in (so the sweep went on) a moment
+    before its job leaves squeue; one still queued after the failsafe was left behind."""
+    deadline = time.monotonic() + 60
+    while queued := slurm.run("squeue", "-h").stdout.strip():
+        assert time.monotonic() < deadline, f"tasks left behind: {queued}"
+        time.sleep(0.2)
 
 
 def test_a_job_array_sweep_resumes_after_a_killed_task(sim_slurm, toy, marks, tmp_path):
@@ -59,7 +68,7 @@ def test_a_job_array_sweep_resumes_after_a_killed_task(sim_slurm, toy, marks, tm
     assert executions(marks) == {0: 1, 1: 1, 2: 1, 4: 1, 5: 1}
     # the tasks ran this very Python (the test's virtual environment)
     assert {p.read_text() for p in marks.glob("ran-*")} == {sys.executable}
-    assert not (sim_slurm.run("squeue", "-h").stdout.strip())
+    no_task_left(sim_slurm)
 
     (marks / "exit-2").unlink()
     (marks / "fail-4").unlink()

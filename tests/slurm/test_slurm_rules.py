@@ -32,6 +32,7 @@ from coorm_bridge.adapters.slurm.settings import SlurmCluster, SlurmSettings
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 from tests import daemons
+from tests.slurm.conftest import SlurmInstance
 
 pytestmark = pytest.mark.slurm
 
@@ -189,14 +190,16 @@ def first_view(client: BridgeClient, sid: str) -> list[tuple[int, int]]:
     raise AssertionError("no view of alpha came")
 
 
-def placed(client: BridgeClient, sid: str) -> None:
-    """Wait until the session has a placeholder (its start, or an estimate of it)."""
+def placed(site: SlurmInstance, client: BridgeClient, sid: str, user: str) -> str:
+    """Wait until Slurm holds a placeholder for ``user`` (the bridge makes it on its poller's
+    thread, after the request was acknowledged); Slurm's reservations then."""
     deadline = time.monotonic() + FAILSAFE
     while time.monotonic() < deadline:
-        if client.session(sid).state in {"waiting", "started"}:
-            return
+        shown = site.run("scontrol", "-o", "show", "reservation").stdout
+        if f"Users={user}" in shown:
+            return shown
         client.events(sid, after=0, wait=2)
-    raise AssertionError(f"{sid} was not placed")
+    raise AssertionError(f"no placeholder for {user} in Slurm for {sid}")
 
 
 def test_a_daemon_refuses_requests_past_each_rule_and_places_one_within(site, make_daemon):
@@ -222,9 +225,7 @@ def test_a_daemon_refuses_requests_past_each_rule_and_places_one_within(site, ma
         )
         assert bob.session(bid).request is None
         alice.request(sid, Request(nodes={"alpha": 3}, duration=3600))
-        placed(alice, sid)
-        shown = site.run("scontrol", "-o", "show", "reservation").stdout
-        assert f"Users={alice_name}" in shown
+        shown = placed(site, alice, sid, alice_name)
         assert USERS["bob"] not in shown  # his refused requests held nothing
     with daemon.client(token=token["carol"]) as carol, pytest.raises(BridgeError) as hidden:
         carol.subscribe(Filter(clusters=("alpha",)))
