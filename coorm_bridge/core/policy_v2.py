@@ -26,14 +26,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from coorm_bridge.core.model import MAX_TIME
-from coorm_bridge.core.preemptible import (
-    Claim,
-    Outcome,
-    Preemption,
-    Running,
-    Waiting,
-    share_cluster,
-)
+from coorm_bridge.core.preemptible import Outcome, Preemption, claims_of, share_cluster
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.typed import (
     EvolvingApplication,
@@ -139,6 +132,15 @@ class _Pass:
     def lends(self, row: RequestRow) -> bool:
         """A started pre-allocation, not done, not over: its unused hosts serve updates."""
         return row.request.type is PA and row.status is STARTED and row.end() > self.now
+
+    def pools(self) -> dict[str, Profile]:
+        """What the preemptible views share: the last view plus unused pre-allocations."""
+        pools = dict(self.left)
+        for key, unused in self.unused.items():
+            c = self.pa_cluster[key]
+            if c in pools:
+                pools[c] = pools[c] + unused
+        return pools
 
     def decide(
         self, app: str, row: RequestRow, start: int | None, inside: str | None = None
@@ -295,60 +297,40 @@ def _floor(profile: Profile) -> Profile:
     return profile.clamped(0) if profile.min_value() < 0 else profile
 
 
-def _claims(step: _Pass, table: list[EvolvingApplication]) -> dict[str, dict[str, Claim]]:
-    """Per cluster, per application in subscription order, its preemptible requests."""
-    claims: dict[str, dict[str, Claim]] = {}
-    for app in table:
-        for row in app.requests:
-            r = row.request
-            if r.type is not PRE or row.status is DONE:
-                continue
-            claim = claims.setdefault(r.cluster, {}).setdefault(app.id, Claim())
-            if row.status is STARTED:
-                if row.end() > step.now:
-                    claim.running.append(
-                        Running(row.id, row.held or 0, row.started_at or 0, row.end())
-                    )
-            elif (after := step.start_of(app, row)) is not None:
-                claim.waiting.append(Waiting(row.id, r.hosts, r.duration, after))
-            else:
-                step.decide(app.id, row, None)
-    return claims
-
-
 def _share(
     step: _Pass, table: list[EvolvingApplication]
 ) -> tuple[dict[str, Profile], dict[str, dict[str, Profile]], dict[str, tuple[Preemption, ...]]]:
     """Step 4: the pool per cluster, each application's preemptible view, the preemptions;
     decisions for waiting preemptible requests go into ``step``."""
-    pools = dict(step.left)
-    for key, unused in step.unused.items():
-        c = step.pa_cluster[key]
-        if c in pools:
-            pools[c] = pools[c] + unused
-    claims = _claims(step, table)
+    pools = step.pools()
+    claims, unplaced = claims_of(table, step.now, step.start_of)
     outcomes: dict[str, dict[str, Outcome]] = {}
     unclaimed: dict[str, Profile] = {}
     for c, by_app in claims.items():
-        if c in pools:
-            outcomes[c], unclaimed[c] = share_cluster(pools[c], by_app, step.now)
-        else:
-            for app_id, claim in by_app.items():
-                for w in claim.waiting:
-                    step.decisions[app_id][w.request] = RequestDecision()
+        if c not in pools:  # a cluster the platform no longer has
+            unplaced += [
+                (app_id, w.request) for app_id, claim in by_app.items() for w in claim.waiting
+            ]
+            continue
+        outcomes[c], unclaimed[c] = share_cluster(pools[c], by_app, step.now)
+    for app_id, request in unplaced:
+        step.decisions[app_id][request] = RequestDecision()
     views: dict[str, dict[str, Profile]] = {}
     preemptions: dict[str, tuple[Preemption, ...]] = {}
+    unshared = {c: unclaimed.get(c, pool) for c, pool in pools.items()}
+    claimed: dict[str, set[str]] = {}
+    for c, shared in outcomes.items():
+        for app_id in shared:
+            claimed.setdefault(app_id, set()).add(c)
     for app in table:
-        views[app.id] = {}
+        view = views[app.id] = {c: unshared[c] for c in app.clusters if c in unshared}
         found: list[Preemption] = []
-        for c in app.clusters:
-            if c not in pools:
+        mine = claimed.get(app.id, set())
+        for c in app.clusters if mine else ():
+            if c not in mine:
                 continue
-            outcome = outcomes.get(c, {}).get(app.id)
-            if outcome is None:
-                views[app.id][c] = unclaimed.get(c, pools[c])
-                continue
-            views[app.id][c] = outcome.share
+            outcome = outcomes[c][app.id]
+            view[c] = outcome.share
             found.extend(outcome.preemptions)
             for request, start in outcome.starts.items():
                 step.decisions[app.id][request] = RequestDecision(start, start == step.now)

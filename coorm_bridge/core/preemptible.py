@@ -9,11 +9,12 @@ what its application holds must give hosts back by the time it falls (a preempti
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from coorm_bridge.core.equipartition import equipartition
 from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.typed import EvolvingApplication, RequestRow, RequestStatus, RequestType
 
 _ZERO = Profile.constant(0)
 
@@ -72,6 +73,33 @@ class Outcome:
     preemptions: tuple[Preemption, ...]
 
 
+def claims_of(
+    table: Sequence[EvolvingApplication],
+    now: int,
+    start_of: Callable[[EvolvingApplication, RequestRow], int | None],
+) -> tuple[dict[str, dict[str, Claim]], list[tuple[str, str]]]:
+    """Per cluster, per application in subscription order, its preemptible requests; and the
+    waiting ones that cannot start yet (``start_of`` says when each may: None, not yet)."""
+    claims: dict[str, dict[str, Claim]] = {}
+    unplaced: list[tuple[str, str]] = []
+    for app in table:
+        for row in app.requests:
+            r = row.request
+            if r.type is not RequestType.PREEMPTIBLE or row.status is RequestStatus.DONE:
+                continue
+            claim = claims.setdefault(r.cluster, {}).setdefault(app.id, Claim())
+            if row.status is RequestStatus.STARTED:
+                if row.end() > now:
+                    claim.running.append(
+                        Running(row.id, row.held or 0, row.started_at or 0, row.end())
+                    )
+            elif (after := start_of(app, row)) is not None:
+                claim.waiting.append(Waiting(row.id, r.hosts, r.duration, after))
+            else:
+                unplaced.append((app.id, row.id))
+    return claims, unplaced
+
+
 def share_cluster(
     pool: Profile, claims: Mapping[str, Claim], now: int
 ) -> tuple[dict[str, Outcome], Profile]:
@@ -121,4 +149,4 @@ def _preempt(
     return tuple(found)
 
 
-__all__ = ["Claim", "Outcome", "Preemption", "Running", "Waiting", "share_cluster"]
+__all__ = ["Claim", "Outcome", "Preemption", "Running", "Waiting", "claims_of", "share_cluster"]
