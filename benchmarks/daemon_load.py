@@ -42,6 +42,8 @@ socket = "{dir}/bridge.sock"
 state_dir = "{dir}/state"
 tcp = {{ host = "127.0.0.1", port = {port} }}
 tokens = {{ "{token}" = "bench" }}
+[limits]
+held_share = 1.0  # every launcher is user "bench": its last request takes a whole cluster
 """
 
 
