@@ -18,6 +18,7 @@ job still running inside, a silent batch system) is retried with back-off.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -114,6 +115,7 @@ class Enactor:
         """Sessions whose placeholders could not be held, and when to try again."""
         self.releases: dict[str, Backoff] = {}
         """Sessions whose placeholders could not be shrunk or deleted, and when to try again."""
+        self._stopping = threading.Event()
 
     # -- from the passes (under the bridge's lock) --------------------------------------------
 
@@ -138,11 +140,27 @@ class Enactor:
 
     # -- carrying out -------------------------------------------------------------------------
 
+    def stop(self) -> None:
+        """Carry out nothing more after the intent in progress: a stop must not wait for every
+        queued placement on a slow batch system (60 of 3 s each kept a daemon three minutes).
+        What is left is planned again at the next start, from the store."""
+        self._stopping.set()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stopping.is_set()
+
+    def resume(self) -> None:
+        """Carry out intents again (a loop started anew)."""
+        self._stopping.clear()
+
     def run(self) -> int:
         """Carry out what is due; returns how many intents were worked on."""
         with self.working:
             worked = 0
             for sid in self.order:
+                if self._stopping.is_set():
+                    break
                 intent = self.intents.get(sid)
                 now = self.adapter.now()
                 if intent is None or self._later(sid, intent, now):

@@ -175,6 +175,7 @@ class Loop:
         answer is not asked again before serving (each question would wait for its timeout):
         its rights are checked at its first answer, its placeholders at the next
         reconciliation."""
+        self.enactor.resume()
         groups = [group[0] for group in self.poller.groups]
         self._unchecked = set(self.poller.clusters)
         for cluster in groups:  # with the clusters read with it
@@ -225,6 +226,7 @@ class Loop:
         jobs are told to stop touching the scheduler first, or the two would wait for each other."""
         with self._rescheduling:
             self._stopping = True
+        self.enactor.stop()
         self._jobs_due.set()
         if self._jobs_thread is not None:
             self._jobs_thread.join()

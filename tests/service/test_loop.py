@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.batchsim import WallClock, parse_platform
+from coorm_bridge.core.model import Filter
 from coorm_bridge.service.config import Config, PlacementSettings
 from coorm_bridge.service.wiring import assemble
 from coorm_bridge.store import Store
@@ -72,3 +73,40 @@ def test_stopping_while_polls_are_running_does_not_hang(tmp_path):
         stopper.join(15)
         assert not stopper.is_alive(), "Loop.stop() hung"
     store.close()
+
+
+def test_a_stop_waits_for_the_placement_in_progress_not_for_every_queued_one(tmp_path):
+    """Ten sessions to place on a batch system that answers one reservation call at a time, as
+    slowly as it likes: a stop comes once the first call is in, and no other call is made."""
+    calling, answer = threading.Event(), threading.Event()
+    calls: list[str] = []
+
+    class Slow(MockAdapter):
+        def create_reservation(self, cluster, spec):
+            calls.append(spec.name)
+            calling.set()
+            answer.wait(60)  # a failsafe: the test answers once the stop has begun
+            return super().create_reservation(cluster, spec)
+
+    adapter = Slow(parse_platform(PLATFORM), WallClock())
+    store = Store(tmp_path / "bridge.sqlite")
+    service = assemble(Config(), adapter, store)
+    loop, bridge = service.loop, service.bridge
+    loop.start()
+    try:
+        for _ in range(10):
+            sid = bridge.subscribe("alice", Filter(), "queued").session
+            bridge.put_request("alice", sid, {"c1": 1}, 600)
+        assert calling.wait(60)
+        stopper = threading.Thread(target=loop.stop)
+        stopper.start()
+        while not loop.enactor.stopping:  # the stop has reached the enactor
+            time.sleep(0.01)
+        answer.set()
+        stopper.join(60)
+        assert not stopper.is_alive(), "Loop.stop() waited for more than the call in progress"
+        assert len(calls) == 1
+    finally:
+        answer.set()
+        loop.stop()
+        store.close()
