@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -26,6 +26,7 @@ pytestmark = [pytest.mark.oar, pytest.mark.daemon]
 
 TOKEN = "oar-daemon-test-token-0123456789abcdef"
 HOSTS = 4  # of 8 per cluster: both sessions start at once
+FAILSAFE = 90  # seconds: only a failure waits this long
 LIVE = ("Waiting", "toLaunch", "Launching", "Running", "toAckReservation", "Hold")
 
 
@@ -73,30 +74,37 @@ def wait_for(client: BridgeClient, sid: str, kind: str, timeout: float = 90) -> 
     raise AssertionError(f"no {kind} event for {sid} within {timeout} s")
 
 
-def steady(oar: OarInstance, count: int, timeout: float = 90) -> dict[str, tuple[str, str]]:
-    """OAR's containers once there are ``count`` and they stayed the same for 3 s."""
-    deadline, last, same = time.monotonic() + timeout, None, 0
-    while time.monotonic() < deadline:
-        now = {name: job_id for name, (job_id, _) in containers(oar).items()}
-        same = same + 1 if now == last and len(now) == count else 0
-        if same >= 3:
-            return containers(oar)
-        last = now
-        time.sleep(1)
-    raise AssertionError(f"OAR's containers did not settle on {count}: {last}")
+def settled(
+    oar: OarInstance, done: Callable[[dict[str, tuple[str, str]]], bool], what: str
+) -> dict[str, tuple[str, str]]:
+    """OAR's containers once ``done`` holds of them (polled; the failsafe only fails)."""
+    deadline, now = time.monotonic() + FAILSAFE, containers(oar)
+    while not done(now):
+        if time.monotonic() > deadline:
+            raise AssertionError(f"OAR's containers not {what} after {FAILSAFE} s: {now}")
+        time.sleep(0.2)
+        now = containers(oar)
+    return now
+
+
+def ids(held: dict[str, tuple[str, str]]) -> dict[str, str]:
+    return {name: job_id for name, (job_id, _) in held.items()}
 
 
 def test_kill_9_leaves_no_placeholder_orphaned_in_oar(oar: OarInstance, daemon) -> None:  # type: ignore[no-untyped-def]
     daemon.start()
     clusters = tuple(oar.clusters)
     with BridgeClient(daemon.tcp, token=TOKEN, timeout=10) as client:
+        # Both asked at once (they fit side by side), awaited together.
         first = client.subscribe(Filter(clusters=clusters), "first").session
         client.request(first, Request(nodes=dict.fromkeys(clusters, HOSTS), duration=1800))
-        wait_for(client, first, "start")
         second = client.subscribe(Filter(clusters=clusters), "second").session
         client.request(second, Request(nodes=dict.fromkeys(clusters, HOSTS), duration=600))
+        wait_for(client, first, "start")
         wait_for(client, second, "start")
-    held = steady(oar, 4)  # two per session
+    # the start is told once OAR runs every container: two per session, all running
+    held = settled(oar, lambda now: len(now) == 4, "two per session")
+    assert sorted(state for _, state in held.values()) == ["Running"] * 4, held
     owners = {oar.job(int(job_id))["owner"] for job_id, _ in held.values()}
     assert owners == {oar.users[0]}
     instance = next(iter(held)).split("-")[1]
@@ -119,13 +127,14 @@ def test_kill_9_leaves_no_placeholder_orphaned_in_oar(oar: OarInstance, daemon) 
         user=oar.users[0],
     )
     daemon.start()
-    after = steady(oar, 4)
-    assert {n: j for n, (j, _) in after.items()} == {n: j for n, (j, _) in held.items()}
-    assert orphan not in after  # deleted: named like the bridge's, owned by no session
-
+    # the orphan's deletion is the restarted daemon's first pass over OAR done: by then every
+    # container it restored is the one it left (a re-created one would have another id)
+    after = settled(oar, lambda now: orphan not in now, "without the orphan")
+    assert ids(after) == ids(held)
     log = daemon.log.read_text()
     assert "not restored" not in log
     with BridgeClient(daemon.tcp, token=TOKEN, timeout=10) as client:
+        assert ids(containers(oar)) == ids(held)  # and none re-created since
         client.done(second)
         client.done(first)
-    steady(oar, 0, timeout=60)
+    settled(oar, lambda now: not now, "all deleted")
