@@ -111,7 +111,8 @@ class Lab:
         granted: Sequence[str] = (),
     ) -> StartEvent:
         """A container placeholder on ``hosts`` from now for ``seconds``, as the bridge makes
-        it; the start event of an allocation of its ``granted`` hosts (default: all)."""
+        it; the start event of an allocation of its ``granted`` hosts (default: all). Not
+        awaited: ``begun`` awaits every container held, so that their starts overlap."""
         name = f"coorm-t{os.getpid()}-{len(self.containers)}-{cluster}"
         now = int(time.time())
         spec = ReservationSpec(
@@ -124,9 +125,13 @@ class Lab:
         assert done.ok, done.stdout + done.stderr
         job = commands.created_job_id(done.stdout)
         self.containers.append((owner, job))
-        self.oar.wait_job(int(job), {"Running"}, timeout=60)
         allocation = Allocation(hosts=list(granted or hosts), reservation=name)
         return StartEvent(seq=1, time=now, end=spec.end, allocations={cluster: allocation})
+
+    def begun(self) -> None:
+        """Once OAR runs every container held (as the bridge's start event promises)."""
+        for _, job in self.containers:
+            self.oar.wait_job(int(job), {"Running"}, timeout=60)
 
     def container(self, start: StartEvent, cluster: str) -> str:
         name = start.allocations[cluster].reservation
@@ -204,7 +209,7 @@ def deploy(
         if time.monotonic() > deadline:
             run.cancel()
             pytest.fail(f"still running after 240 s: {run.statuses}\n{outputs(run)}")
-        time.sleep(0.5)
+        time.sleep(0.2)
     return run, deployers
 
 
@@ -232,6 +237,7 @@ def test_one_job_per_cluster_on_exactly_the_granted_hosts(lab: Lab) -> None:
     # not the container's first hosts, which OAR would pick if the job named none
     alpha = lab.hold("alpha", ["alpha-1", "alpha-2", "alpha-3"], user, 600, ["alpha-2", "alpha-3"])
     beta = lab.hold("beta", ["beta-3", "beta-4"], user, 600, ["beta-4"])
+    lab.begun()
     start = merged(alpha, beta)
     app = APP.replace("ALPHA_EXIT", "0").replace("BETA_EXIT", "0")
     run, deployers = deploy(lab, app, start, user)
@@ -260,6 +266,7 @@ def test_a_failing_part_fails_the_run_and_the_other_is_cancelled(lab: Lab) -> No
         lab.hold("alpha", ["alpha-4", "alpha-5"], user, 600),
         lab.hold("beta", ["beta-5"], user, 600),
     )
+    lab.begun()
     app = APP.replace("ALPHA_EXIT", "$(sleep 300; echo 0)").replace("BETA_EXIT", "3")
     run, _ = deploy(lab, app, start, user)
     # OAR's exit_code 768 (a wait status) is exit 3; the other part, deleted, is cancelled
@@ -276,6 +283,7 @@ def test_a_job_takes_what_is_left_of_the_allocation_and_not_more(lab: Lab) -> No
     deployer says why it waits."""
     user = lab.oar.users[0]
     start = lab.hold("alpha", ["alpha-6"], user, 120)
+    lab.begun()
     run, deployers = deploy(lab, one_part("solver", "echo $OAR_JOB_WALLTIME_SECONDS"), start, user)
     assert records(run) == {"alpha": ("completed", 0)}
     job = oar_job(lab, run, "alpha")
@@ -289,7 +297,7 @@ def test_a_job_takes_what_is_left_of_the_allocation_and_not_more(lab: Lab) -> No
     deadline = time.monotonic() + 30
     while (status := deployer.status(too_long)).detail is None:
         assert time.monotonic() < deadline, status
-        time.sleep(0.5)
+        time.sleep(0.2)
     assert status.state == "pending"
     assert "no room for it in its container" in str(status.detail)
     deployer.cancel(too_long)
@@ -301,6 +309,7 @@ def test_another_users_job_into_a_placeholder_is_accepted_by_oar(lab: Lab) -> No
     other jobs, not against other users' inner jobs."""
     owner, other = lab.oar.users[:2]
     start = lab.hold("alpha", ["alpha-7"], owner, 600)
+    lab.begun()
     other_root = lab.oar.workdir(other) / lab.root.name
     other_root.mkdir()
     shutil.chown(other_root, other, other)
@@ -326,6 +335,7 @@ def test_the_coupled_example_runs_in_two_oar_placeholders(mpi: None, lab: Lab) -
         lab.hold("alpha", ["alpha-2", "alpha-3"], user, 600),
         lab.hold("beta", ["beta-6"], user, 600),
     )
+    lab.begun()
     text = (EXAMPLE / "coupled.toml").read_text()
     assert 'mpi = { slurm = "mpirun", mock = "local" }' in text
     text = text.replace('mock = "local" }', 'mock = "local", oar = "local" }')

@@ -196,8 +196,8 @@ def test_a_session_past_a_sites_rule_ends_alone_with_the_rules_words(
     oar: OarInstance, make_daemon, site_rules: Callable[[str], int]
 ) -> None:
     """Alice may ask OAR for an hour at most: her two-hour session gets an error naming the
-    cluster and the rule's words, once; her next session, of ten minutes, starts; the bridge
-    stays healthy."""
+    cluster and the rule's words, once; her other session, of ten minutes, asked at the same
+    time, starts; the bridge stays healthy."""
     site_rules(WALLTIME)
     token = "oar-rules-test-token-0123456789abcdef"
     port = daemons.free_port()
@@ -205,8 +205,11 @@ def test_a_session_past_a_sites_rule_ends_alone_with_the_rules_words(
     daemon.start()
     try:
         with BridgeClient(daemon.tcp, token=token, timeout=10) as client:
+            # asked together: the error of one is no delay of the other
             long = client.subscribe(Filter(clusters=("alpha",)), "too-long").session
             client.request(long, Request(nodes={"alpha": 1}, duration=7200))
+            short = client.subscribe(Filter(clusters=("alpha",)), "within").session
+            client.request(short, Request(nodes={"alpha": 1}, duration=600))
             error, _, seen = follow(client, long, ("error", "start"))
             assert error.type == "error", seen
             print(f"\nerror event: {error.reason}")
@@ -215,8 +218,6 @@ def test_a_session_past_a_sites_rule_ends_alone_with_the_rules_words(
                 f"OAR's admission rules refused it: {WALLTIME_SAID}"
             )
             assert not [e for e in seen if e.type == "placement_failed"]  # not tried again
-            short = client.subscribe(Filter(clusters=("alpha",)), "within").session
-            client.request(short, Request(nodes={"alpha": 1}, duration=600))
             started, _, seen = follow(client, short, ("start", "error", "killed"))
             assert started.type == "start", seen
             health = client.health()

@@ -153,7 +153,7 @@ def test_one_application_over_oar_and_slurm_starts_once_on_both(site, slurm, oar
         deadline = time.monotonic() + 60
         while slurm_reservation(slurm, alpha.reservation) or oar_container(oar, gamma.reservation):
             assert time.monotonic() < deadline, "a placeholder stayed"
-            time.sleep(0.5)
+            time.sleep(0.2)
 
 
 @pytest.mark.mpi
@@ -203,7 +203,7 @@ def test_the_coupled_example_runs_across_oar_and_slurm(mpi, site, slurm, oar) ->
         deadline = time.monotonic() + 300
         while not run.poll():
             assert time.monotonic() < deadline, f"still running: {run.statuses}"
-            time.sleep(0.5)
+            time.sleep(0.2)
         client.done(sid)
     folder = directory.path
     jobs = json.loads((folder / "jobs.json").read_text())

@@ -67,7 +67,7 @@ def test_the_commands_over_ssh_read_and_hold_as_here(oar: OarInstance, sshd: Ssh
         deadline = time.monotonic() + 30  # oardel asks; OAR ends the job at its next pass
         while here.reservation("beta", spec.name) is not None:
             assert time.monotonic() < deadline, "the placeholder stayed"
-            time.sleep(0.5)
+            time.sleep(0.2)
         assert sshd.accepted() == logins  # one connection, reused by every command
     finally:
         remote.close()

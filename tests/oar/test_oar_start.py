@@ -155,21 +155,22 @@ def test_a_session_of_root_fails_alone_and_leaves_the_bridges_rights_alone(
 ) -> None:
     """OAR refuses root's jobs by an admission rule; submitted as the session's owner, that
     is root's session's end (an error event saying why), not the bridge's lack of rights:
-    health stays ok and another user's session is placed."""
-    with daemon.client() as mine:  # root, by the socket's peer credentials
-        sid = mine.subscribe(Filter(clusters=("alpha",)), "as-root").session
+    health stays ok and another user's session, asked at the same time, is placed."""
+    with daemon.client() as mine, BridgeClient(daemon.tcp, token=TOKEN, timeout=10) as theirs:
+        sid = mine.subscribe(Filter(clusters=("alpha",)), "as-root").session  # root: peer creds
         mine.request(sid, Request(nodes={"alpha": 1}, duration=600))
+        other = theirs.subscribe(Filter(clusters=("alpha",)), "as-user").session
+        theirs.request(other, Request(nodes={"alpha": 1}, duration=600))
         error, _, seen = follow(mine, sid, ("error", "start"))
         assert error.type == "error", seen
         assert "root" in error.reason
         health = mine.health()
         assert health.status == "ok", health
         assert not health.problems
-    rights = requests.get(f"{daemon.tcp}/metrics", timeout=10).text
-    assert 'coorm_cluster_rights{cluster="alpha"} 1.0' in rights
-    with BridgeClient(daemon.tcp, token=TOKEN, timeout=10) as theirs:
-        other = theirs.subscribe(Filter(clusters=("alpha",)), "as-user").session
-        theirs.request(other, Request(nodes={"alpha": 1}, duration=600))
+        rights = requests.get(f"{daemon.tcp}/metrics", timeout=10).text
+        assert 'coorm_cluster_rights{cluster="alpha"} 1.0' in rights
         started, _, seen = follow(theirs, other, ("start", "error", "killed"))
         assert started.type == "start", seen
         theirs.done(other)
+        health = mine.health()
+        assert health.status == "ok", health
