@@ -22,12 +22,12 @@ fair_start), like v1's :class:`~coorm_bridge.core.policy.Policy`, in four steps:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from coorm_bridge.core.model import MAX_TIME
 from coorm_bridge.core.preemptible import Outcome, Preemption, claims_of, share_cluster
-from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.profile import Profile, earliest_joint_start
 from coorm_bridge.core.typed import (
     EvolvingApplication,
     Relation,
@@ -260,38 +260,6 @@ def coalloc_groups(app: EvolvingApplication) -> dict[str, list[RequestRow]]:
     return groups
 
 
-def earliest_joint_start(demands: Iterable[tuple[Profile, int, int]], after: int) -> int | None:
-    """The first ``s >= after`` where each ``(profile, hosts, duration)`` fits from ``s`` on.
-
-    Like :func:`~coorm_bridge.core.profile.earliest_common_start` (the same leapfrog over each
-    profile's fitting intervals), with a duration per demand: coallocated requests may last
-    differently.
-    """
-    ranges = []
-    for profile, hosts, duration in demands:
-        lows, highs = profile.fitting_starts(hosts, duration, after)
-        if not lows.size:
-            return None
-        ranges.append((lows.tolist(), highs.tolist()))
-    if not ranges:
-        raise ValueError("a request names at least one cluster")
-    cursors = [0] * len(ranges)
-    start = after
-    while True:
-        moved = False
-        for c, (lows_c, highs_c) in enumerate(ranges):
-            k = cursors[c]
-            while k < len(highs_c) and highs_c[k] < start:
-                k += 1
-            if k == len(highs_c):
-                return None
-            cursors[c] = k
-            if lows_c[k] > start:
-                start, moved = lows_c[k], True
-        if not moved:
-            return start
-
-
 def _floor(profile: Profile) -> Profile:
     """A batch system may over-commit: a negative count of free hosts means none."""
     return profile.clamped(0) if profile.min_value() < 0 else profile
@@ -413,6 +381,5 @@ __all__ = [
     "Preemption",
     "RequestDecision",
     "Views",
-    "earliest_joint_start",
     "plan",
 ]

@@ -342,13 +342,19 @@ def earliest_start(
 def earliest_common_start(
     demands: Iterable[tuple[Profile, int]], duration: int, after: int
 ) -> int | None:
-    """:func:`earliest_start` over ``(profile, hosts)`` pairs.
+    """:func:`earliest_start` over ``(profile, hosts)`` pairs."""
+    return earliest_joint_start(((p, hosts, duration) for p, hosts in demands), after)
+
+
+def earliest_joint_start(demands: Iterable[tuple[Profile, int, int]], after: int) -> int | None:
+    """The first ``s >= after`` where each ``(profile, hosts, duration)`` fits from ``s`` on
+    (co-allocated v2 requests may last differently).
 
     Leapfrogs over each profile's fitting intervals: the candidate only moves forward and each
     cursor only advances, so the cost is linear in the intervals looked at.
     """
     found: list[tuple[IntArray, IntArray]] = []
-    for profile, hosts in demands:
+    for profile, hosts, duration in demands:
         lows, highs = profile.fitting_starts(hosts, duration, after)
         if not lows.size:
             return None
