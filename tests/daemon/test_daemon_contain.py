@@ -11,20 +11,16 @@ import functools
 import os
 import pwd
 import shutil
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from coorm_bridge.core.messages import StartEvent
-from coorm_bridge.core.model import Filter, Request
-from coorm_bridge.launchers.client import BridgeClient, BridgeError
-from coorm_bridge.protocol import JobInfo, JobRequest
+from coorm_bridge.launchers.client import BridgeError
 from tests import daemons
 from tests.daemons import free_port
+from tests.jobs import gone, info_of, job, started, wait_job
 
 pytestmark = pytest.mark.daemon
 
@@ -64,47 +60,6 @@ def daemon(make_daemon: Callable[..., Daemon]) -> Daemon:
     return make_daemon().start()
 
 
-def started(client: BridgeClient, nodes: dict[str, int], duration: int = 600) -> tuple[str, Any]:
-    sid = client.subscribe(Filter(clusters=("c1", "c2"))).session
-    client.request(sid, Request(nodes=nodes, duration=duration))
-    deadline, after = time.monotonic() + 30, 0
-    while time.monotonic() < deadline:
-        for event in client.events(sid, after=after, wait=5):
-            after = event.seq
-            if isinstance(event, StartEvent):
-                return sid, event
-    raise AssertionError(f"session {sid} did not start")
-
-
-def job(work: Path, code: str, python: str = sys.executable, **fields: Any) -> JobRequest:
-    work.mkdir(exist_ok=True)
-    given = {
-        "cluster": "c1",
-        "name": "solver",
-        "argv": [python, "-c", code],
-        "workdir": str(work),
-        "walltime": 300,
-        "stdout": str(work / "out.txt"),
-        "stderr": str(work / "err.txt"),
-    }
-    return JobRequest.model_validate(given | fields)
-
-
-def info_of(client: BridgeClient, sid: str, job_id: str) -> JobInfo:
-    (info,) = [j for j in client.jobs(sid) if j.job == job_id]
-    return info
-
-
-def wait_job(
-    client: BridgeClient, sid: str, job_id: str, until: Callable[[JobInfo], bool], timeout=60
-) -> JobInfo:
-    deadline = time.monotonic() + timeout  # a failsafe: what is awaited comes by itself
-    while not until(info := info_of(client, sid, job_id)):
-        assert time.monotonic() < deadline, info
-        time.sleep(0.1)
-    return info
-
-
 def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
     deadline = time.monotonic() + timeout  # a failsafe only
     while not check():
@@ -115,15 +70,6 @@ def wait_for(check: Callable[[], bool], what: str, timeout: float = 30) -> None:
 def pid_in(path: Path) -> int:
     wait_for(lambda: path.exists() and path.read_text().endswith("\n"), f"{path} never came")
     return int(path.read_text())
-
-
-def gone(pid: int) -> bool:
-    """No such process any more (a zombie nobody reaped counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2] in "ZX"
 
 
 def test_a_setsid_child_ends_with_its_job_at_its_walltime(daemon):

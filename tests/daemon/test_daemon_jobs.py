@@ -14,23 +14,20 @@ import json
 import os
 import pwd
 import signal
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.batchsim import FILE_NAME, Journal, VirtualClock, load_platform
 from coorm_bridge.core.batch import ClusterSnapshot, JobState
-from coorm_bridge.core.messages import StartEvent
-from coorm_bridge.core.model import Filter, Request, Submission
-from coorm_bridge.launchers.client import BridgeClient, BridgeError
-from coorm_bridge.protocol import JobInfo, JobRequest
+from coorm_bridge.core.model import Filter, Submission
+from coorm_bridge.launchers.client import BridgeError
 from tests import daemons
 from tests.daemons import free_port
+from tests.jobs import gone, job, started, wait_job
 
 ALICE = "alice-token-0123456789"
 BOB = "bob-token-0123456789abc"
@@ -97,60 +94,12 @@ def daemon(make_daemon: Callable[..., Daemon]) -> Daemon:
     return make_daemon().start()
 
 
-def started(client: BridgeClient, nodes: dict[str, int], duration: int = 600) -> tuple[str, Any]:
-    """A session of the caller's, started on ``nodes``: its id and its start event."""
-    sid = client.subscribe(Filter(clusters=("c1", "c2"))).session
-    client.request(sid, Request(nodes=nodes, duration=duration))
-    deadline, after = time.monotonic() + 30, 0
-    while time.monotonic() < deadline:
-        for event in client.events(sid, after=after, wait=5):
-            after = event.seq
-            if isinstance(event, StartEvent):
-                return sid, event
-    raise AssertionError(f"session {sid} did not start")
-
-
-def job(work: Path, code: str, **fields: Any) -> JobRequest:
-    work.mkdir(exist_ok=True)
-    given = {
-        "cluster": "c1",
-        "name": "solver",
-        "argv": [sys.executable, "-c", code],
-        "workdir": str(work),
-        "walltime": 300,
-        "stdout": str(work / "out.txt"),
-        "stderr": str(work / "err.txt"),
-    }
-    return JobRequest.model_validate(given | fields)
-
-
-def wait_job(
-    client: BridgeClient, sid: str, job_id: str, until: Callable[[JobInfo], bool], timeout=30
-) -> JobInfo:
-    deadline = time.monotonic() + timeout
-    while True:
-        (info,) = [j for j in client.jobs(sid) if j.job == job_id]
-        if until(info):
-            return info
-        assert time.monotonic() < deadline, info
-        time.sleep(0.1)
-
-
 def wait_file(path: Path, timeout: float = 30) -> str:
     deadline = time.monotonic() + timeout
     while not path.exists() or not path.read_text().endswith("\n"):
         assert time.monotonic() < deadline, f"{path} never came"
         time.sleep(0.05)
     return path.read_text()
-
-
-def gone(pid: int) -> bool:
-    """No such process any more (a zombie nobody reaped counts as gone)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return True
-    return stat[stat.rindex(")") + 2] in "ZX"
 
 
 #: A job that says what it got, then waits for ``go`` and exits with the code written in it.
