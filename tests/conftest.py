@@ -20,6 +20,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -58,6 +59,21 @@ GROUPS = (
 #: and its longest file (3 minutes): on a worker of their own, with Slurms of its own (the
 #: fixtures take port blocks of their own), beside the others of the group.
 OWN_SLURMS = frozenset({"test_slurm_down.py", "test_slurm_rules.py", "test_slurm_production.py"})
+
+
+#: ``COORM_TEST_TIMELINE=PREFIX``: each worker appends a line per test phase to ``PREFIX.<worker>``
+#: (when it ended, the phase, its seconds, the test), to see which worker a run waits for.
+TIMELINE = os.environ.get("COORM_TEST_TIMELINE")
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None and hasattr(report, "node"):
+        return  # xdist's controller, told of each worker's tests: the workers write them
+    if TIMELINE:
+        worker = worker or "main"
+        with open(f"{TIMELINE}.{worker}", "a", encoding="utf-8") as line:
+            line.write(f"{time.time():.2f} {report.when} {report.duration:.2f} {report.nodeid}\n")
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:

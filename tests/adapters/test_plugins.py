@@ -168,16 +168,6 @@ def install_tiny(folder: Path) -> Path:
     return target
 
 
-def wait_for(client, sid, kind, timeout=30):
-    deadline, after = time.monotonic() + timeout, 0
-    while time.monotonic() < deadline:
-        for event in client.events(sid, after=after, wait=5):
-            after = event.seq
-            if event.type == kind:
-                return event
-    raise AssertionError(f"no {kind} event for {sid}")
-
-
 @pytest.mark.slow
 @pytest.mark.daemon
 def test_an_installed_third_party_adapter_is_served_by_the_daemon(folder):
@@ -206,13 +196,13 @@ def test_an_installed_third_party_adapter_is_served_by_the_daemon(folder):
                     time.sleep(0.1)
             assert [(c.name, c.hosts) for c in client.clusters()] == [("tiny1", 3)]
             sid = client.subscribe(Filter(clusters=("tiny1",))).session
-            wait_for(client, sid, "change")
+            daemons.wait_for(client, sid, "change")
             view = client.session(sid).view
             assert view is not None
             assert [cap.cluster for cap in view.profiles] == ["tiny1"]
             assert view.profiles[0].steps[0][1] == 3  # all its hosts free
             client.request(sid, Request(nodes={"tiny1": 2}, duration=60))
-            start = wait_for(client, sid, "start")
+            start = daemons.wait_for(client, sid, "start")
             assert start.allocations["tiny1"].hosts == ["tiny1-0", "tiny1-1"]
             assert re.fullmatch(
                 rf"coorm-[a-z2-7]{{6}}-{sid}-tiny1", start.allocations["tiny1"].reservation
