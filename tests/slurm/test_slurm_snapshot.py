@@ -84,8 +84,10 @@ def test_two_partitions_read_with_one_command_each_show_what_was_submitted(
     array = sbatch(slurm_partitions, f"--partition={alpha}", "--nodes=1", "--time=5",
                    "--array=0-2")  # fmt: skip
     waiting = adapter.submit(alpha, sleeper(hosts=4, walltime=600))
-    both = sbatch(slurm_partitions, f"--partition={alpha},{beta}", "--nodes=8", "--time=30")
+    # Before the 8-host job of two partitions: a scheduling pass between the two would start
+    # that one on beta, all idle then (and the reservation below would find beta busy).
     unlimited = sbatch(slurm_partitions, f"--partition={beta}", "--nodes=3", "--time=UNLIMITED")
+    both = sbatch(slurm_partitions, f"--partition={alpha},{beta}", "--nodes=8", "--time=30")
     now = adapter.now()
     reservation = ReservationSpec(name="coorm-snap-r", start=now + 900, end=now + 1800, hosts=2,
                                   users=(USER,))  # fmt: skip
