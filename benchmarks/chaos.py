@@ -10,7 +10,8 @@ on the same state folder at once.
 Then it counts:
 
 - ``lost``: an acknowledged subscription, request or event the daemon no longer has (each
-  launcher's events, read again at the end, must begin with every event it was once given);
+  launcher's events, read again at the end, must hold every event it was once given, or for a
+  superseded ``change`` or ``placement_failed`` the later one that replaced it);
 - ``double_allocations``: two applications given one host at overlapping times (from the
   ``start`` events' hosts, from start to done + fair_start, or the end of the allocation);
 - ``host_mismatches``: a ``start`` event naming hosts other than those the platform's reservation
@@ -43,6 +44,7 @@ from coorm_bridge.adapters.mock.__main__ import show
 from coorm_bridge.core.messages import Event, StartEvent
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.launchers.client import BridgeClient, BridgeError, BridgeUnreachable
+from coorm_bridge.store.compaction import COALESCED
 
 T = TypeVar("T")
 PLATFORM = """start = 1700000000
@@ -158,6 +160,25 @@ class Launcher:
                 break
 
 
+def keeps(kept: list[Event], seen: list[Event]) -> bool:
+    """Whether the daemon still has every event a launcher was given: each as it was given, or,
+    for a superseded ``change`` or ``placement_failed`` (coalesced, see store/compaction.py), a
+    later event of its type that replaced it; and nothing else before the last one given."""
+    stored = {event.seq: event for event in kept}
+    for event in seen:
+        if stored.get(event.seq) == event:
+            continue
+        if event.type not in COALESCED or event.seq in stored:
+            return False
+        after = [e for e in kept if e.seq > event.seq]
+        run = after[: next((i for i, e in enumerate(after) if e.type not in COALESCED), None)]
+        if not any(e.type == event.type for e in run):  # replaced only within its trailing run
+            return False
+    last = seen[-1].seq if seen else 0
+    given = {event.seq for event in seen}
+    return all(e.seq in given or e.type in COALESCED for e in kept if e.seq <= last)
+
+
 def main() -> int:  # noqa: PLR0912, PLR0915 - one scenario, told in order
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--apps", type=int, default=200)
@@ -212,7 +233,7 @@ def main() -> int:  # noqa: PLR0912, PLR0915 - one scenario, told in order
             if launcher.sid is None:
                 continue
             kept = retried(lambda x=launcher: check.events(x.sid), deadline)
-            if kept[: len(launcher.seen)] != launcher.seen:
+            if not keeps(kept, launcher.seen):
                 lost += 1
         time.sleep(FAIR_START * 2 / args.speedup + 5)
         stop.set()
