@@ -4,10 +4,14 @@ the gantt, ``reset()`` between tests."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pwd
 import re
 import shlex
+import shutil
+import socket
 import subprocess
 import time
 import urllib.error
@@ -38,6 +42,17 @@ ACTIVE_STATES = frozenset(
 )
 FINAL_STATES = frozenset({"Terminated", "Error"})
 JOB_ID = re.compile(r"^OAR_JOB_ID=(\d+)$", re.MULTILINE)
+
+
+def open_mpi_session_dir(user: str) -> None:
+    """Make Open MPI's per-user session directory before two ``mpirun`` of ``user`` start on
+    this one machine at once (every emulated node is it): Open MPI 4.1 fails a concurrent mkdir
+    of it ("mkdir /tmp/ompi.<host>.<uid>: File exists"). On a real site each part of a coupled
+    run is on its own hosts."""
+    session = Path("/tmp", f"ompi.{socket.gethostname()}.{pwd.getpwnam(user).pw_uid}")
+    with contextlib.suppress(FileExistsError):
+        session.mkdir(mode=0o700)
+        shutil.chown(session, user, user)
 
 
 def oar_date(moment: datetime) -> str:

@@ -16,13 +16,10 @@ the other emulated nodes: ``oarsh`` needs the cpusets the lab turns off).
 
 from __future__ import annotations
 
-import contextlib
 import io
 import json
 import os
-import pwd
 import shutil
-import socket
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,7 +39,7 @@ from coorm_bridge.launchers.deploy.oar import SCHEDULING_MARGIN, OarDeployer
 from coorm_bridge.launchers.deploy.run import Run
 from coorm_bridge.launchers.display import PlainDisplay
 from coorm_bridge.launchers.rundir import prepare
-from tests.oar.lab import FINAL_STATES, SBIN_PATH, OarInstance
+from tests.oar.lab import FINAL_STATES, SBIN_PATH, OarInstance, open_mpi_session_dir
 
 pytestmark = pytest.mark.oar
 
@@ -159,14 +156,7 @@ def lab(oar: OarInstance) -> Iterator[Lab]:
     root = oar.workdir(user) / f"coorm-launch-{os.getpid()}-{time.monotonic_ns()}"
     root.mkdir()
     shutil.chown(root, user, user)
-    # Both parts' mpirun start on this one machine at once (every emulated node is it): Open
-    # MPI 4.1 creates its per-user session directory without tolerating a concurrent mkdir
-    # ("mkdir /tmp/ompi.<host>.<uid>: File exists"). On a real site each part is on its own
-    # hosts; here the directory is made beforehand, as the first mpirun would.
-    session = Path("/tmp", f"ompi.{socket.gethostname()}.{pwd.getpwnam(user).pw_uid}")
-    with contextlib.suppress(FileExistsError):
-        session.mkdir(mode=0o700)
-        shutil.chown(session, user, user)
+    open_mpi_session_dir(user)
     held = Lab(oar, root)
     try:
         yield held

@@ -30,7 +30,7 @@ from coorm_bridge.launchers.deploy.slurm import SlurmDeployer
 from coorm_bridge.launchers.display import PlainDisplay
 from coorm_bridge.launchers.rundir import prepare
 from tests import daemons
-from tests.oar.lab import OarInstance
+from tests.oar.lab import OarInstance, open_mpi_session_dir
 from tests.oar.test_oar_launch import AsUser
 from tests.slurm import conftest as slurm_lab
 
@@ -175,6 +175,7 @@ def test_the_coupled_example_runs_across_oar_and_slurm(mpi, site, slurm, oar) ->
     root = oar.workdir(user) / f"mixed-{time.monotonic_ns()}"
     root.mkdir()
     shutil.chown(root, user, user)
+    open_mpi_session_dir(user)  # the Slurm part's mpirun and the OAR part's, both on this machine
     app = parse_app(text, base_dir=EXAMPLE)
     site.start()
     with BridgeClient(site.tcp, token=TOKEN, timeout=10) as client:
