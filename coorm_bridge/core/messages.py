@@ -13,9 +13,15 @@ import math
 from collections.abc import Mapping
 from enum import StrEnum
 from itertools import pairwise
-from typing import TYPE_CHECKING, Annotated, Literal, Self
+from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import (
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from coorm_bridge.core.model import MAX_SEQ, ClusterInfo, Frozen, HostCount, Link, Name, Time
 from coorm_bridge.core.states import AppState
@@ -127,9 +133,25 @@ def reason(text: str) -> str:
     return text if len(text) <= MAX_REASON else text[: MAX_REASON - 1] + "…"
 
 
+#: Event fields of API v2, left out of the JSON when unset: a v1 launcher (whose models refuse
+#: unknown fields) reads a newer bridge's events unchanged.
+_V2_FIELDS: Final = ("request", "preemptible", "estimates")
+
+
 class EventBase(Frozen):
     seq: Annotated[int, Field(ge=1, le=MAX_SEQ, strict=True)]
     time: Time
+    request: Name | None = None
+    """In an evolving application's session (API v2): the request this event is about (None:
+    the session itself). v1 sessions never carry it."""
+
+    @model_serializer(mode="wrap")
+    def _without_v2_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        dumped: dict[str, Any] = handler(self)
+        for name in _V2_FIELDS:
+            if dumped.get(name, 0) is None:
+                del dumped[name]
+        return dumped
 
 
 class ChangeEvent(EventBase):
@@ -138,6 +160,10 @@ class ChangeEvent(EventBase):
     type: Literal["change"] = "change"
     changes: list[Change]
     estimated_start: Time | None = None
+    preemptible: list[Change] | None = None
+    """API v2: the preemptible view's changes (``changes`` are the non-preemptible view's)."""
+    estimates: dict[Name, Time | None] | None = None
+    """API v2: the new estimated start of each waiting request whose estimate changed."""
 
 
 class StartEvent(EventBase):
@@ -201,6 +227,16 @@ class WithdrawnEvent(EventBase):
     reason: Reason
 
 
+class PreemptEvent(EventBase):
+    """API v2: a started preemptible request must give ``hosts`` of its hosts back by
+    ``deadline`` (``done`` with that many hosts, or all); past it, what runs there is cancelled
+    and the request ends (``killed``)."""
+
+    type: Literal["preempt"] = "preempt"
+    hosts: Annotated[int, Field(ge=1, strict=True)]
+    deadline: Time
+
+
 class EndedEvent(EventBase):
     """The session reached an end state (finished, cancelled or failed); no event follows."""
 
@@ -215,6 +251,7 @@ Event = Annotated[
     | PlacementFailedEvent
     | ErrorEvent
     | WithdrawnEvent
+    | PreemptEvent
     | EndedEvent,
     Field(discriminator="type"),
 ]

@@ -13,6 +13,7 @@ from coorm_bridge.store.rows import (
     PlaceholderRow,
     PlaceholderStatus,
     SessionRow,
+    Typed,
     new_job_id,
     new_session_id,
 )
@@ -31,6 +32,7 @@ __all__ = [
     "Store",
     "StoreError",
     "StoreFull",
+    "Typed",
     "new_job_id",
     "new_session_id",
 ]

@@ -15,6 +15,7 @@ from pydantic import Field, model_validator
 
 from coorm_bridge.core.model import Duration, Filter, Frozen, Name, Request, Time, UserName
 from coorm_bridge.core.states import AppState, check
+from coorm_bridge.core.typed import Relation, RequestType
 
 
 def new_session_id() -> str:
@@ -26,8 +27,39 @@ def new_session_id() -> str:
     return base64.b32encode(secrets.token_bytes(10)).decode("ascii").lower()
 
 
+#: A session's place in the policy's order is its order shifted left by this many bits; a
+#: ``next`` request takes its related request's place plus one (a million updates in a chain).
+PRIORITY_BITS: Final = 20
+
+
+class Typed(Frozen):
+    """What a request of an evolving application (API v2) adds to its row.
+
+    Each such request is a session row of its own (``parent``: its application's session), so
+    that it is placed, held, started, shrunk to a ghost and released as a v1 session is, with the
+    same placeholders, reconciliation and recovery after a crash."""
+
+    type: RequestType = RequestType.NON_PREEMPTIBLE
+    related_to: Name | None = None
+    """The request (its id in the application) it is related to."""
+    related_how: Relation | None = None
+    priority: Annotated[int, Field(ge=0, strict=True)] = 0
+    """Its place in the policy's order: a ``next`` request comes right behind its related one
+    (so that hosts freed at that one's end go to it first), any other at its own order."""
+    inside: Name | None = None
+    """A spontaneous update: the started pre-allocation (request id) whose hosts it uses."""
+    host_names: tuple[Name, ...] = ()
+    """The hosts of a request started inside a pre-allocation, or of a preemptible one."""
+    give_back: Annotated[int, Field(ge=1, strict=True)] | None = None
+    """A preemptible request told to give this many hosts back by ``preempt_by``."""
+    preempt_by: Time | None = None
+
+
 class SessionRow(Frozen):
-    """One launcher session: its subscription and where it stands in the CooRM state machine."""
+    """One launcher session: its subscription and where it stands in the CooRM state machine.
+
+    An evolving application's session (``evolving``) sends typed requests, each a row of its
+    own with ``parent`` set and ``typed`` filled (named by the request's id)."""
 
     id: Name
     order: Annotated[int, Field(ge=1, strict=True)]
@@ -45,11 +77,18 @@ class SessionRow(Frozen):
     alloc_end: Time | None = None
     created: Time
     updated: Time
+    parent: Name | None = None
+    evolving: bool = False
+    typed: Typed | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
         # A row the policy cannot read would fail every pass after a restart: refuse it at write.
         check(self)
+        if (self.parent is None) != (self.typed is None):
+            raise ValueError("a request of an evolving application has its parent and its type")
+        if self.parent is not None and self.evolving:
+            raise ValueError("a request row is not an application's session")
         return self
 
 

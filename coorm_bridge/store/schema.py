@@ -19,7 +19,7 @@ from coorm_bridge.store.compaction import coalesce_all
 from coorm_bridge.store.rows import DrainRow, JobRow, PlaceholderRow, SessionRow
 
 #: Bump on any schema change, with a migration from the previous version.
-SCHEMA_VERSION: Final = 4
+SCHEMA_VERSION: Final = 5
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 
 JOBS: Final = (
@@ -51,11 +51,39 @@ def _coalesced(conn: sqlite3.Connection) -> None:
 #: :class:`~coorm_bridge.store.database.Database` runs it after the migration). What version 3
 #: left is coalesced here, each session as if it had been so from the start.
 COALESCE: Final = (_coalesced,)
+
+#: What brings a store of each older version to the next one (applied in one transaction).
 #: A step of a migration: a statement, or a function of the connection for what SQL alone
 #: cannot say.
 Step = str | Callable[[sqlite3.Connection], None]
-#: What brings a store of each older version to the next one (applied in one transaction).
-MIGRATIONS: Final[dict[int, tuple[Step, ...]]] = {1: JOBS, 2: DRAINS, 3: COALESCE}
+#: Version 5 adds evolving applications (API v2): a session may be one (``evolving``), and each
+#: of its typed requests is a row of its own below it (``parent``, ``typed``).
+_EVOLVING_COLUMNS: Final = {
+    "parent": "TEXT REFERENCES sessions(id) ON DELETE CASCADE",
+    "evolving": "INTEGER NOT NULL DEFAULT 0",
+    "typed": "TEXT",
+}
+
+
+def _evolving(conn: sqlite3.Connection) -> None:
+    """The columns the sessions table lacks (a store written by any older version)."""
+    have = {str(row[1]) for row in conn.execute("PRAGMA table_info(sessions)")}
+    for name, kind in _EVOLVING_COLUMNS.items():
+        if name not in have:
+            conn.execute(f"ALTER TABLE sessions ADD COLUMN {name} {kind}")
+    conn.execute(
+        "CREATE INDEX IF NOT EXISTS sessions_by_parent ON sessions (parent) "
+        "WHERE parent IS NOT NULL"
+    )
+
+
+EVOLVING: Final = (_evolving,)
+MIGRATIONS: Final[dict[int, tuple[Step, ...]]] = {
+    1: JOBS,
+    2: DRAINS,
+    3: COALESCE,
+    4: EVOLVING,
+}
 
 SCHEMA: Final = (
     "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -63,7 +91,9 @@ SCHEMA: Final = (
         id TEXT PRIMARY KEY, ord INTEGER UNIQUE NOT NULL, owner TEXT NOT NULL, name TEXT,
         filter TEXT NOT NULL, clusters TEXT NOT NULL, state TEXT NOT NULL, request TEXT,
         estimated_start INTEGER, started_at INTEGER, done_at INTEGER, alloc_end INTEGER,
-        created INTEGER NOT NULL, updated INTEGER NOT NULL)""",
+        created INTEGER NOT NULL, updated INTEGER NOT NULL, parent TEXT REFERENCES
+        sessions(id) ON DELETE CASCADE, evolving INTEGER NOT NULL DEFAULT 0, typed TEXT)""",
+    "CREATE INDEX sessions_by_parent ON sessions (parent) WHERE parent IS NOT NULL",
     """CREATE TABLE events (
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         seq INTEGER NOT NULL, time INTEGER NOT NULL, type TEXT NOT NULL, body TEXT NOT NULL,
@@ -78,7 +108,7 @@ SCHEMA: Final = (
 )
 
 
-JSON_COLUMNS: Final = frozenset({"filter", "clusters", "request", "host_names", "command"})
+JSON_COLUMNS: Final = frozenset({"filter", "clusters", "request", "host_names", "command", "typed"})
 
 
 def to_sql(row: SessionRow | PlaceholderRow | JobRow | DrainRow) -> dict[str, object]:
@@ -108,6 +138,7 @@ def _parsed_session(columns: tuple[str, ...], values: tuple[Any, ...]) -> Sessio
         if data[key] is not None:
             data[key] = json.loads(data[key])
     data["order"] = data.pop("ord")
+    data["evolving"] = bool(data.get("evolving"))
     return SessionRow.model_validate(data)
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from enum import Enum
-from typing import Final
+from typing import Any, Final
 
 from coorm_bridge.core.messages import Event
 from coorm_bridge.core.model import Filter, Request
@@ -27,8 +27,10 @@ from coorm_bridge.store.drains import DrainQueries
 from coorm_bridge.store.jobs import JobQueries
 from coorm_bridge.store.meta import MetaQueries
 from coorm_bridge.store.rows import (
+    PRIORITY_BITS,
     PlaceholderRow,
     SessionRow,
+    Typed,
     new_session_id,
 )
 from coorm_bridge.store.schema import EVENTS, placeholder_row, session_row, to_sql
@@ -41,7 +43,15 @@ class _Unset(Enum):
 
 
 _UNSET: Final = _Unset.UNSET
-_UPDATABLE: Final = ("state", "request", "estimated_start", "started_at", "done_at", "alloc_end")
+_UPDATABLE: Final = (
+    "state",
+    "request",
+    "estimated_start",
+    "started_at",
+    "done_at",
+    "alloc_end",
+    "typed",
+)
 
 
 class Store(JobQueries, DrainQueries, MetaQueries):
@@ -51,19 +61,33 @@ class Store(JobQueries, DrainQueries, MetaQueries):
     # -- sessions ----------------------------------------------------------------------------
 
     def create_session(
-        self, owner: str, name: str | None, filter: Filter, clusters: Iterable[str], now: int
+        self,
+        owner: str,
+        name: str | None,
+        filter: Filter,
+        clusters: Iterable[str],
+        now: int,
+        **v2: Any,
     ) -> SessionRow:
-        """Subscribe: a new session in state SUBMITTED, last in the subscription order."""
+        """Subscribe: a new session in state SUBMITTED, last in the subscription order.
+
+        ``v2``: ``evolving=True`` for an evolving application's session; ``parent``, ``typed``
+        and the fields of its first state for one of its requests (written in one insert)."""
         with self.transaction():
             last = int(self._read("SELECT value FROM meta WHERE key = 'last_ord'")[0][0])
             given = {"owner": owner, "name": name, "filter": filter, "clusters": tuple(clusters)}
             new = {"id": new_session_id(), "order": last + 1, "created": now, "updated": now}
-            row = SessionRow.model_validate(given | new)
+            row = SessionRow.model_validate(given | new | v2)
+            if row.typed is not None and row.typed.priority == 0:  # its own place in line
+                own = row.typed.model_copy(update={"priority": row.order << PRIORITY_BITS})
+                row = row.model_copy(update={"typed": own})
             self._conn.execute("UPDATE meta SET value = ? WHERE key = 'last_ord'", (row.order,))
             self._conn.execute(
-                "INSERT INTO sessions VALUES (:id, :order, :owner, :name, :filter, :clusters, "
+                "INSERT INTO sessions (id, ord, owner, name, filter, clusters, state, request, "
+                "estimated_start, started_at, done_at, alloc_end, created, updated, parent, "
+                "evolving, typed) VALUES (:id, :order, :owner, :name, :filter, :clusters, "
                 ":state, :request, :estimated_start, :started_at, :done_at, :alloc_end, "
-                ":created, :updated)",
+                ":created, :updated, :parent, :evolving, :typed)",
                 to_sql(row),
             )
         return row
@@ -78,15 +102,27 @@ class Store(JobQueries, DrainQueries, MetaQueries):
         return str(rows[0][0]) if rows else None
 
     def sessions(
-        self, owner: str | None = None, states: Iterable[AppState] | None = None
+        self,
+        owner: str | None = None,
+        states: Iterable[AppState] | None = None,
+        *,
+        requests: bool = True,
     ) -> list[SessionRow]:
-        """Sessions in subscription order, optionally of one owner and in some states."""
+        """Sessions in subscription order, optionally of one owner and in some states;
+        ``requests=False`` leaves out the rows of evolving applications' requests (what users
+        and admins call sessions)."""
         wanted = None if states is None else json.dumps([AppState(s).value for s in states])
         rows = self._read(
             "SELECT * FROM sessions WHERE (?1 IS NULL OR owner = ?1) AND "
-            "(?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) ORDER BY ord",
-            (owner, wanted),
+            "(?2 IS NULL OR state IN (SELECT value FROM json_each(?2))) AND "
+            "(?3 OR parent IS NULL) ORDER BY ord",
+            (owner, wanted, requests),
         )
+        return [session_row(row) for row in rows]
+
+    def requests_of(self, session_id: str) -> list[SessionRow]:
+        """An evolving application's requests, in the order it sent them."""
+        rows = self._read("SELECT * FROM sessions WHERE parent = ? ORDER BY ord", (session_id,))
         return [session_row(row) for row in rows]
 
     def counts(self) -> dict[AppState, int]:
@@ -106,13 +142,14 @@ class Store(JobQueries, DrainQueries, MetaQueries):
         started_at: int | _Unset | None = _UNSET,
         done_at: int | _Unset | None = _UNSET,
         alloc_end: int | _Unset | None = _UNSET,
+        typed: Typed | _Unset = _UNSET,
     ) -> SessionRow:
         """Change the fields given (``None`` included), stamp ``updated``; KeyError if unknown.
 
         The state change must be one :data:`~coorm_bridge.core.states.TRANSITIONS` allows, and
         the whole new row is validated first, so a change that would leave the session
         inconsistent (say WAITING without a request) is refused and nothing is written."""
-        given = (state, request, estimated_start, started_at, done_at, alloc_end)
+        given = (state, request, estimated_start, started_at, done_at, alloc_end, typed)
         changes = {k: v for k, v in zip(_UPDATABLE, given, strict=True) if v is not _UNSET}
         with self.transaction():
             if (old := self.session(session_id)) is None:
@@ -122,7 +159,7 @@ class Store(JobQueries, DrainQueries, MetaQueries):
             self._conn.execute(
                 "UPDATE sessions SET state = :state, request = :request, estimated_start = "
                 ":estimated_start, started_at = :started_at, done_at = :done_at, "
-                "alloc_end = :alloc_end, updated = :updated WHERE id = :id",
+                "alloc_end = :alloc_end, typed = :typed, updated = :updated WHERE id = :id",
                 to_sql(row),
             )
         return row
