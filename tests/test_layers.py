@@ -85,7 +85,7 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "root"
-    return parts[1]
+    return "protocol" if parts[1] == "protocol_v2" else parts[1]  # v1's and v2's bodies
 
 
 def package_modules() -> dict[str, Path]:

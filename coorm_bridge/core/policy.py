@@ -52,6 +52,9 @@ class Application(Frozen):
     not_before: Time | None = None
     """Placed no earlier than this (say its placeholders could not be held: the others may use
     the hosts until its next attempt)."""
+    ghost: Annotated[int, Field(ge=0, strict=True)] | None = None
+    """Its own fair-start, in place of the policy's (0: a request of an evolving application
+    whose announced update takes its hosts over at done)."""
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -63,7 +66,8 @@ class Application(Frozen):
         assert self.request is not None
         assert self.started_at is not None
         end = self.started_at + self.request.duration
-        return end if self.done_at is None else min(self.done_at + fair_start, end)
+        fair = fair_start if self.ghost is None else self.ghost
+        return end if self.done_at is None else min(self.done_at + fair, end)
 
 
 @dataclass(frozen=True, slots=True)

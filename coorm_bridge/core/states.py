@@ -51,8 +51,9 @@ ACTIVE: Final = (*PLACED, *HOLDING)
 #: RequestSent) is always allowed and not listed.
 TRANSITIONS: Final[Mapping[AppState, frozenset[AppState]]] = MappingProxyType(
     {
-        # request; withdraw; set aside
-        S.SUBMITTED: frozenset({S.REQUEST_SENT, S.CANCELLED, S.FAILED}),
+        # request; withdraw; set aside; an evolving application's session ends (API v2: its
+        # requests are rows of their own, each through this table)
+        S.SUBMITTED: frozenset({S.REQUEST_SENT, S.CANCELLED, S.FAILED, S.FINISHED}),
         # a pass placed it; withdraw; set aside
         S.REQUEST_SENT: frozenset({S.WAITING, S.CANCELLED, S.FAILED}),
         # a new request; its start came and its placeholders hold; withdraw; set aside

@@ -90,8 +90,10 @@ def hold(
     nodes: Mapping[str, int],
     start: int,
     end: int,
+    host_names: Mapping[str, tuple[str, ...]] | None = None,
 ) -> dict[str, ReservationHandle]:
-    """Reserve ``nodes[c]`` hosts on every cluster ``c`` over ``[start, end)`` for ``owner``.
+    """Reserve ``nodes[c]`` hosts on every cluster ``c`` over ``[start, end)`` for ``owner``
+    (exactly ``host_names[c]`` where given: an announced update on its related request's hosts).
 
     Returns the handles when every cluster holds exactly what was asked; otherwise deletes what
     was taken and raises :class:`CoAllocationFailed`. Clusters are tried in name order so that
@@ -104,6 +106,7 @@ def hold(
             start=start,
             end=end,
             hosts=nodes[cluster],
+            host_names=(host_names or {}).get(cluster, ()),
             users=(owner,),
         )
         try:

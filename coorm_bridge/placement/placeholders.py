@@ -22,6 +22,7 @@ from coorm_bridge.core.batch import (
     ReservationSpec,
     Unavailable,
 )
+from coorm_bridge.core.typed import Relation
 from coorm_bridge.placement.coallocation import CoAllocationFailed, hold, placeholder_name
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import PlaceholderRow, PlaceholderStatus, SessionRow
@@ -140,6 +141,7 @@ class Placeholders:
                 nodes=nodes,
                 start=start,
                 end=end,
+                host_names=self._taken_over(row),
             )
         except CoAllocationFailed as failed:
             leftovers = {cluster for cluster, _ in failed.leftovers}
@@ -152,6 +154,21 @@ class Placeholders:
             raise
         with self.store.transaction():
             return {c: self.record(row.id, h, HELD) for c, h in handles.items()}
+
+    def _taken_over(self, row: SessionRow) -> dict[str, tuple[str, ...]]:
+        """An announced update (API v2: a ``next`` request) is held on its related request's
+        hosts as far as they cover it; a larger one on any hosts."""
+        typed, request = row.typed, row.request
+        if typed is None or request is None or typed.related_how is not Relation.NEXT:
+            return {}
+        for sibling in self.store.requests_of(row.parent or ""):
+            if sibling.name == typed.related_to:
+                cluster = row.clusters[0]
+                held = self.store.placeholder(sibling.id, cluster)
+                hosts = request.nodes[cluster]
+                if held is not None and len(held.host_names) >= hosts:
+                    return {cluster: held.host_names[:hosts]}
+        return {}
 
     def record(
         self, session_id: str, handle: ReservationHandle, status: PlaceholderStatus

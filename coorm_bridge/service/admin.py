@@ -74,7 +74,9 @@ class Admin:
             if owner is not None and owner != user:
                 raise NotAdmin(f"only admins see other users' sessions; {user} is not one")
             owner = user
-        rows = self.store.sessions(owner=owner, states=None if state is None else [state])
+        rows = self.store.sessions(
+            owner=owner, states=None if state is None else [state], requests=False
+        )
         held: dict[str, list[PlaceholderRow]] = {}
         for placeholder in self.store.placeholders():
             held.setdefault(placeholder.session_id, []).append(placeholder)

@@ -14,6 +14,7 @@ import logging
 import math
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
 
@@ -37,6 +38,9 @@ from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import SessionRow
+
+if TYPE_CHECKING:
+    from coorm_bridge.service.evolving import Evolving
 
 log = logging.getLogger(__name__)
 
@@ -83,6 +87,8 @@ class Bridge:
         self.due = due
         self.stats = stats
         self._lock = lock
+        self.evolving: Evolving | None = None
+        """The API v2 operations (evolving applications), set by the composition root."""
 
     @property
     def infos(self) -> list[ClusterInfo]:
@@ -105,7 +111,7 @@ class Bridge:
         """The session if ``user`` may act on it; unknown and foreign sessions look the same
         (404), so that nobody learns which ids exist."""
         row = self.store.session(session_id)
-        if row is None or (row.owner != user and not self.is_admin(user)):
+        if row is None or (row.owner != user and not self.is_admin(user)) or row.parent:
             raise NotFound(f"no session {session_id} of yours")
         if row.owner == user:
             self.silence.heard(session_id, self.now())
@@ -113,8 +119,11 @@ class Bridge:
 
     # -- launcher operations ----------------------------------------------------------------
 
-    def subscribe(self, user: str, filter: Filter, name: str | None) -> Subscribed:
-        """subscribe: a new session, last in priority; its first view comes as a change event."""
+    def subscribe(
+        self, user: str, filter: Filter, name: str | None, *, evolving: bool = False
+    ) -> Subscribed:
+        """subscribe: a new session, last in priority; its first view comes as a change event
+        (``evolving``: an evolving application's, API v2)."""
         seen = filter.select(self.infos)
         if not seen:
             raise Invalid(
@@ -126,7 +135,10 @@ class Bridge:
         seen = self.rules.visible(user, seen)
         with self._lock:
             self.limits.check_subscribe(user)
-            row = self.store.create_session(user, name, filter, [c.name for c in seen], self.now())
+            clusters = [c.name for c in seen]
+            row = self.store.create_session(
+                user, name, filter, clusters, self.now(), evolving=evolving
+            )
             self.silence.heard(row.id, self.now())
             self.due.trigger()
         log.info("session %s subscribed by %s (%s)", row.id, user, ", ".join(row.clusters))
@@ -134,7 +146,7 @@ class Bridge:
 
     def sessions_of(self, user: str) -> list[SessionInfo]:
         owner = None if self.is_admin(user) else user
-        return [self._info(row) for row in self.store.sessions(owner=owner)]
+        return [self._info(row) for row in self.store.sessions(owner=owner, requests=False)]
 
     def info(self, user: str, session_id: str) -> SessionInfo:
         return self._info(self.own(user, session_id))
@@ -178,6 +190,11 @@ class Bridge:
                 raise Invalid(describe(error)) from None
             if row.state not in PLACED:
                 raise Conflict(f"session {session_id} is {row.state}: its request is final")
+            if row.evolving:
+                raise Conflict(
+                    f"session {session_id} is an evolving application's: send typed requests "
+                    f"to /v2/sessions/{session_id}/requests"
+                )
             self.rules.check(row.owner, request)
             self.limits.check_request(row, request, self.now())
             self.store.update_session(
@@ -269,7 +286,7 @@ class Bridge:
             status="degraded" if degraded else "ok",
             time=self.now(),
             clusters=clusters,
-            sessions=len(self.store.sessions(states=ACTIVE)),
+            sessions=len(self.store.sessions(states=ACTIVE, requests=False)),
             problems=problems,
             drained=tuple(self.store.drained()),
         )

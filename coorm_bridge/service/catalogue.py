@@ -189,7 +189,7 @@ class Catalogue:
     def _announce(self, changes: Mapping[str, list[Change]], now: int) -> None:
         """Tell every active session the changes of the clusters it sees, in one transaction."""
         with self.recorder.batch():
-            for row in self.store.sessions(states=ACTIVE):
+            for row in self.store.sessions(states=ACTIVE, requests=False):
                 told = [change for c in row.clusters for change in changes.get(c, ())]
                 if told:
                     event = {

@@ -65,7 +65,17 @@ class Release:
     """Cancel what still runs inside the placeholders, then delete them."""
 
 
-Intent = Hold | Start | Shrink | Release
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """Cancel ``owner``'s jobs on ``hosts`` of ``cluster``: preemptible work past its deadline
+    (API v2), outside any placeholder of the bridge."""
+
+    cluster: str
+    hosts: tuple[str, ...]
+    owner: str
+
+
+Intent = Hold | Start | Shrink | Release | Cancel
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +190,7 @@ class Enactor:
             return worked
 
     def _later(self, sid: str, intent: Intent, now: int) -> bool:
-        book = self.releases if isinstance(intent, Shrink | Release) else self.placement
+        book = self.releases if isinstance(intent, Shrink | Release | Cancel) else self.placement
         backoff = book.get(sid)
         return backoff is not None and backoff.retry_at > now
 
@@ -191,6 +201,9 @@ class Enactor:
             return True
         if isinstance(intent, Release):
             return self._release(row, now)
+        if isinstance(intent, Cancel):
+            self._cancel(intent)
+            return True
         if isinstance(intent, Shrink):
             left = self.placeholders.shrink(row, intent.until)
             return self._released(row, left, "shrunk to its ghost", now)
@@ -246,6 +259,23 @@ class Enactor:
                     self.recorder.started(fresh, held, now)
                     self.stats.placements += 1
                 self.trigger()  # its hosts leave the others' views at the next pass
+
+    def _cancel(self, intent: Cancel) -> None:
+        """Cancel what the owner runs on the hosts outside reservations (from the last
+        snapshot, taken again first): what a preemptible request left running past its
+        deadline. A failed call is logged; the job's own time limit ends it anyway."""
+        self.poller.poll(intent.cluster)
+        shot = self.poller.status(intent.cluster).snapshot
+        hosts = set(intent.hosts)
+        for job in () if shot is None else shot.jobs:
+            if job.user == intent.owner and job.reservation is None and hosts & set(job.host_names):
+                try:
+                    self.adapter.cancel(intent.cluster, job.id)
+                    log.info(
+                        "cancelled job %s of %s on %s: preempted", job.id, job.user, intent.cluster
+                    )
+                except Exception as error:
+                    log.warning("job %s on %s not cancelled: %s", job.id, intent.cluster, error)
 
     def _overrun(self, held: Mapping[str, PlaceholderRow]) -> str | None:
         """A job of someone else's still running on the held hosts (past its time limit: Slurm

@@ -187,7 +187,7 @@ class UserLimits:
         """Raise OverLimit when ``user`` may not open one more session."""
         cap = self.of(user).sessions
         if cap is not None:
-            active = len(self.store.sessions(owner=user, states=ACTIVE))
+            active = len(self.store.sessions(owner=user, states=ACTIVE, requests=False))
             if active >= cap.value:
                 raise OverLimit(
                     f"{user} has {active} sessions not ended, the most {cap.name} allows "

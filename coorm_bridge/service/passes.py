@@ -27,13 +27,15 @@ from coorm_bridge.placement.placeholders import RELEASING
 from coorm_bridge.service.batchrules import BatchRules
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
-from coorm_bridge.service.enactor import Enactor, Hold, Intent, Release, Shrink, Start
+from coorm_bridge.service.enactor import Cancel, Enactor, Hold, Intent, Release, Shrink, Start
+from coorm_bridge.service.evolving_pass import EvolvingPass, in_v1_table
 from coorm_bridge.service.limits import UserLimits
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import PlaceholderRow, SessionRow, Store, StoreFull
+from coorm_bridge.store.rows import PRIORITY_BITS
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +65,10 @@ class PassRunner:
         lock: AbstractContextManager[object],
         passed: Callable[[], None],
         stats: Stats,
+        evolving: EvolvingPass,
     ) -> None:
         self.config = config
+        self.evolving = evolving
         self.adapter = adapter
         self.store = store
         self.limits = limits
@@ -80,7 +84,8 @@ class PassRunner:
         self.stats = stats
         self.last: Plan | None = None
         self._sent: dict[str, dict[str, Profile]] = {}
-        self._apps: dict[str, tuple[SessionRow, int | None, Application]] = {}
+        self._apps: dict[str, tuple[SessionRow, tuple[int | None, int | None], Application]] = {}
+        self._any_evolving = False
 
     def plan(self) -> bool:
         """Run a pass if one is due (something changed, or a start, a placement horizon, a
@@ -142,14 +147,15 @@ class PassRunner:
                     broken[app_id] = error
             lost = self._lost(rows, result, held)
             for app_id, reason in [*self._expired(rows, result), *lost.items()]:
-                self.recorder.kill(rows[app_id], reason, now)
+                rows[app_id] = self.recorder.kill(rows[app_id], reason, now)
                 ended.add(app_id)
+            cancels = self.evolving.run(rows, result, now) if self._any_evolving else []
         for app_id, failure in broken.items():
             self._set_aside(rows[app_id], failure, now)
             ended.add(app_id)
         for app_id in ended:
             self._sent.pop(app_id, None)
-        self._intend(rows, result, held, ended, now)
+        self._intend(rows, result, held, ended, now, cancels)
         self._sent = {k: v for k, v in self._sent.items() if k in result.outcomes}
         self.due.next_at(self._next_due(result, now))
         self.stats.passes += 1
@@ -161,19 +167,31 @@ class PassRunner:
         cannot be read as an application is set aside, alone."""
         apps, waits = self._apps, self.enactor.not_before()
         table = []
+        self._any_evolving = False
         for session_id, row in list(rows.items()):
+            if row.evolving or row.parent is not None:
+                self._any_evolving = True
+                if not in_v1_table(row):
+                    continue
             not_before = waits.get(session_id)
+            ghost = None
+            if row.typed is not None:  # a request of an evolving application
+                after, ghost = self.evolving.placement(row, rows)
+                if after is not None:
+                    not_before = max(not_before or 0, after)
             cached = apps.get(session_id)
-            if cached is None or cached[0] is not row or cached[1] != not_before:
+            if cached is None or cached[0] is not row or cached[1] != (not_before, ghost):
                 try:
-                    app = application_of(row, not_before if row.state in PLACED else None)
+                    app = application_of(
+                        row, not_before if row.state in PLACED else None, ghost=ghost
+                    )
                 except StoreFull:  # not this one's: nothing can be written now
                     raise
                 except Exception as error:  # a bug, for this session only
                     self._set_aside(row, error, now)
                     del rows[session_id]
                     continue
-                cached = apps[session_id] = (row, not_before, app)
+                cached = apps[session_id] = (row, (not_before, ghost), app)
             table.append(cached[2])
         for gone in apps.keys() - rows.keys():
             del apps[gone]
@@ -201,7 +219,8 @@ class PassRunner:
         changed_state = state is not row.state or changed_estimate
         event = None
         view: dict[str, Profile] | None = None
-        if row.id not in result.to_start and (outcome.view_changed or changed_estimate):
+        told = row.parent is None  # an evolving application's requests: told by self.evolving
+        if told and row.id not in result.to_start and (outcome.view_changed or changed_estimate):
             view = self.rules.clip(row.owner, result.view(row.id))
             sent = self._sent.get(row.id, {})
             changes = availability_changes(sent, view, now)
@@ -288,13 +307,14 @@ class PassRunner:
 
     # -- intents ------------------------------------------------------------------------------
 
-    def _intend(
+    def _intend(  # noqa: PLR0917 - the pass's own state, handed on
         self,
         rows: Mapping[str, SessionRow],
         result: Plan,
         held: Mapping[str, list[PlaceholderRow]],
         ended: set[str],
         now: int,
+        cancels: list[tuple[str, Cancel]],
     ) -> None:
         """What the batch systems should hold after this pass, in the order to get there.
 
@@ -344,6 +364,7 @@ class PassRunner:
         intents |= dict(reversed(later))
         intents |= dict.fromkeys(starts, Start())
         intents |= dict(others)
+        intents |= dict(cancels)  # preemptible work past its deadline
         self.enactor.want(list(intents), intents)
 
     def _next_due(self, result: Plan, now: int) -> int | None:
@@ -359,10 +380,16 @@ class PassRunner:
         return min((t for t in due if t > now), default=None)
 
 
-def application_of(row: SessionRow, not_before: int | None = None) -> Application:
-    """A stored session as the policy's application table wants it."""
+def application_of(
+    row: SessionRow, not_before: int | None = None, *, ghost: int | None = None
+) -> Application:
+    """A stored session as the policy's application table wants it; a request of an evolving
+    application at its priority (a ``next`` one right behind its related one)."""
     fields = {key: getattr(row, key) for key in _APP_FIELDS}
-    return Application.model_validate({**fields, "not_before": not_before})
+    order = row.order << PRIORITY_BITS if row.typed is None else row.typed.priority
+    return Application.model_validate(
+        {**fields, "order": order, "not_before": not_before, "ghost": ghost}
+    )
 
 
 def session_end(row: SessionRow, fair_start: int) -> int | None:
@@ -372,7 +399,9 @@ def session_end(row: SessionRow, fair_start: int) -> int | None:
     return row.alloc_end
 
 
-_APP_FIELDS: Final = tuple(name for name in Application.model_fields if name != "not_before")
+_APP_FIELDS: Final = tuple(
+    name for name in Application.model_fields if name not in ("not_before", "ghost", "order")
+)
 
 
 def own_prefix(config: Config, store: Store) -> str:

@@ -57,6 +57,14 @@ class Recorder:
         self.store.append_event(session_id, event)
         self._woken.append(session_id)
 
+    def emit_for(self, row: SessionRow, event: dict[str, Any]) -> None:
+        """Store an event about ``row``: a request of an evolving application tells its
+        application's session, naming the request (API v2)."""
+        if row.parent is None:
+            self.emit(row.id, event)
+        else:
+            self.emit(row.parent, {**event, "request": row.name})
+
     def update(self, row: SessionRow, now: int, **fields: Any) -> SessionRow:
         return self.store.update_session(row.id, now=now, **fields)
 
@@ -66,25 +74,25 @@ class Recorder:
         """A final state and its ``ended`` event; the placeholders go at the next enactment."""
         with self.batch():
             row = self.store.update_session(row.id, now=now, state=state)
-            self.emit(row.id, {"type": "ended", "time": now, "state": state})
+            self.emit_for(row, {"type": "ended", "time": now, "state": state})
         return row
 
     def kill(self, row: SessionRow, why: str, now: int) -> SessionRow:
         """The allocation is taken back (its end passed without ``done``, a host went down)."""
         with self.batch():
-            self.emit(row.id, {"type": "killed", "time": now, "reason": reason(why)})
+            self.emit_for(row, {"type": "killed", "time": now, "reason": reason(why)})
             return self.end(row, AppState.FINISHED, now)
 
     def fail(self, row: SessionRow, why: str, now: int) -> SessionRow:
         """Set the session aside for good: an ``error`` event says why, then it ends (failed)."""
         with self.batch():
-            self.emit(row.id, {"type": "error", "time": now, "reason": reason(why)})
+            self.emit_for(row, {"type": "error", "time": now, "reason": reason(why)})
             return self.end(row, AppState.FAILED, now)
 
     def withdraw(self, row: SessionRow, why: str, now: int) -> SessionRow:
         """The bridge withdraws a session that has not started; a ``withdrawn`` event says why."""
         with self.batch():
-            self.emit(row.id, {"type": "withdrawn", "time": now, "reason": reason(why)})
+            self.emit_for(row, {"type": "withdrawn", "time": now, "reason": reason(why)})
             return self.end(row, AppState.CANCELLED, now)
 
     # -- placement ----------------------------------------------------------------------------
@@ -108,8 +116,8 @@ class Recorder:
                 cluster: Allocation(hosts=list(p.host_names), reservation=p.name)
                 for cluster, p in sorted(held.items())
             }
-            self.emit(
-                row.id, {"type": "start", "time": now, "end": end, "allocations": allocations}
+            self.emit_for(
+                row, {"type": "start", "time": now, "end": end, "allocations": allocations}
             )
         log.info("session %s started on %s until %d", row.id, ", ".join(held), end)
         return row
@@ -122,4 +130,4 @@ class Recorder:
                 "reason": reason(why),
                 "retry_at": retry_at,
             }
-            self.emit(row.id, event)
+            self.emit_for(row, event)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 
-from coorm_bridge.core.states import PLACED
+from coorm_bridge.core.states import HOLDING, PLACED
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.store import Store
 
@@ -44,8 +44,12 @@ class Silence:
             return False
         self._checked = now
         withdrawn = False
-        for row in self.store.sessions(states=PLACED):
+        for row in self.store.sessions(states=PLACED, requests=False):
             last = max(self._heard.get(row.id, self.started), self.started)
+            if row.evolving and any(
+                c.state in HOLDING for c in self.store.requests_of(row.id)
+            ):  # it runs: a v1 session that started is not withdrawn either
+                continue
             if now - last >= timeout:
                 why = f"no word from its launcher for {now - last} s (bridge.session_timeout)"
                 self.recorder.withdraw(row, why, now)

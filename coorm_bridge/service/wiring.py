@@ -31,6 +31,8 @@ from coorm_bridge.service.catalogue import Catalogue, first_read
 from coorm_bridge.service.config import Config, ConfigError
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.enactor import Enactor
+from coorm_bridge.service.evolving import Evolving
+from coorm_bridge.service.evolving_pass import EvolvingPass
 from coorm_bridge.service.groups import Groups
 from coorm_bridge.service.jobrunner import JobRunner
 from coorm_bridge.service.jobs import JobDesk
@@ -167,6 +169,7 @@ def assemble(
         trigger=due.trigger,
         stats=stats,
     )
+    views = EvolvingPass(store=store, rules=rules, poller=poller, recorder=recorder)
     passes = PassRunner(
         config=config,
         adapter=adapter,
@@ -182,6 +185,7 @@ def assemble(
         lock=lock,
         passed=listeners.pass_ran,
         stats=stats,
+        evolving=views,
     )
     reconciler = Reconciler(placeholders, lost=passes.lost)
     bridge = Bridge(
@@ -201,6 +205,7 @@ def assemble(
         stats=stats,
         lock=lock,
     )
+    bridge.evolving = Evolving(bridge, views)
     jobs = JobDesk(
         adapter=adapter,
         store=store,

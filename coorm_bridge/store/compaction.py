@@ -63,17 +63,30 @@ def coalesce(
     kind = event["type"]
     if kind not in COALESCED:
         return event
-    replaced = [row for row in run if row["type"] == kind]
+    bodies = [(row["seq"], json.loads(row["body"])) for row in run if row["type"] == kind]
+    # API v2: a request's placement_failed replaces only that request's.
+    replaced = [(seq, body) for seq, body in bodies if body.get("request") == event.get("request")]
     if not replaced:
         return event
     conn.executemany(
         "DELETE FROM events WHERE session_id = ? AND seq = ?",
-        [(session_id, row["seq"]) for row in replaced],
+        [(session_id, seq) for seq, _ in replaced],
     )
     if kind != "change":
         return event
-    older = [json.loads(row["body"])["changes"] for row in replaced]
-    return {**event, "changes": merged_changes([*older, event["changes"]])}
+    merged = {
+        **event,
+        "changes": merged_changes([*(b["changes"] for _, b in replaced), event["changes"]]),
+    }
+    if any("preemptible" in b or "estimates" in b for _, b in [*replaced, (0, event)]):
+        # API v2: both views' latest changes, and every request's latest estimate.
+        olders = [b.get("preemptible") or [] for _, b in replaced]
+        merged["preemptible"] = merged_changes([*olders, event.get("preemptible") or []])
+        estimates: dict[str, Any] = {}
+        for _, body in [*replaced, (0, event)]:
+            estimates |= body.get("estimates") or {}
+        merged["estimates"] = estimates or None
+    return merged
 
 
 def coalesce_all(conn: sqlite3.Connection) -> int:

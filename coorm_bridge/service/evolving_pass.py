@@ -1,0 +1,435 @@
+"""The v2 part of each pass: evolving applications' two views, preemptible work, and endings.
+
+The v1 policy places every request held in a batch system (pre-allocations, non-preemptible
+requests, announced updates: rows of their own, :mod:`.evolving`); what it leaves free
+(``Plan.left``) is what a request sent now would get: an evolving application's non-preemptible
+view. Its preemptible view is its equi-partitioned share (:mod:`coorm_bridge.core.equipartition`)
+of what nobody holds plus the unused hosts of started pre-allocations. A pending preemptible
+request starts when its application's share covers it now, on hosts that run nothing; a started
+one whose share falls below what it holds is told to give hosts back by then (``preempt``), and
+past that deadline it ends (``killed``) and the enactor cancels its owner's jobs on its hosts.
+Everything here is written in the pass's transaction and calls no batch system.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+
+from coorm_bridge.core.batch import JobState, NodeState
+from coorm_bridge.core.equipartition import equipartition
+from coorm_bridge.core.messages import Allocation, availability_changes
+from coorm_bridge.core.model import MAX_TIME
+from coorm_bridge.core.policy import Plan
+from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.states import ACTIVE, PLACED, AppState
+from coorm_bridge.core.typed import Relation, RequestType
+from coorm_bridge.service.batchrules import BatchRules
+from coorm_bridge.service.enactor import Cancel
+from coorm_bridge.service.polling import Poller
+from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.store import SessionRow, Store
+
+log = logging.getLogger(__name__)
+
+PA, PRE = RequestType.PRE_ALLOCATION, RequestType.PREEMPTIBLE
+_ZERO = Profile.constant(0)
+
+
+Views = tuple[dict[str, Profile], dict[str, Profile]]
+
+
+def in_v1_table(row: SessionRow) -> bool:
+    """Rows the v1 policy places and holds: v1 sessions and the requests held in batch systems
+    (an evolving application's own session has no request; a request inside a pre-allocation
+    takes nothing more; a preemptible one holds nothing)."""
+    if row.evolving:
+        return False
+    typed = row.typed
+    return typed is None or (typed.type is not PRE and typed.inside is None)
+
+
+class EvolvingPass:
+    """Computes and tells evolving applications' views each pass; starts, preempts and ends
+    the requests the batch systems do not hold."""
+
+    def __init__(
+        self, *, store: Store, rules: BatchRules, poller: Poller, recorder: Recorder
+    ) -> None:
+        self.store = store
+        self.rules = rules
+        self.poller = poller
+        self.recorder = recorder
+        self._views: dict[str, Views] = {}
+        self._sent: dict[str, Views] = {}
+        self._told: dict[str, dict[str, int | None]] = {}
+
+    def views_of(self, row: SessionRow) -> Views | None:
+        return self._views.get(row.id)
+
+    # -- what the v1 table needs --------------------------------------------------------------
+
+    @staticmethod
+    def placement(row: SessionRow, rows: Mapping[str, SessionRow]) -> tuple[int | None, int | None]:
+        """(not_before, ghost) of a request row in the v1 table: a ``next`` request is placed
+        no earlier than its related one's end (never while that one has not started), and a
+        request with a ``next`` one waiting hands its hosts over at done, without a ghost."""
+        typed = row.typed
+        if typed is None:
+            return None, None
+        not_before = None
+        if typed.related_how is Relation.NEXT and row.state in PLACED:
+            related = _sibling(row, typed.related_to, rows)
+            if related is None or related.started_at is None or related.request is None:
+                not_before = MAX_TIME
+            else:
+                end = related.started_at + related.request.duration
+                not_before = related.done_at if related.done_at is not None else end
+        ghost = 0 if _next_waits(row, rows) else None
+        return not_before, ghost
+
+    # -- the session operations' writes -------------------------------------------------------
+
+    def unused(self, pa: SessionRow, children: list[SessionRow]) -> list[str]:
+        """A started pre-allocation's hosts that no request started inside it uses."""
+        held = self.store.placeholder(pa.id, pa.clusters[0])
+        if held is None:
+            return []
+        used = {
+            host
+            for c in children
+            if c.typed is not None and c.typed.inside == pa.name and c.state is AppState.STARTED
+            for host in c.typed.host_names
+        }
+        return [host for host in held.host_names if host not in used]
+
+    def close(self, child: SessionRow, now: int, why: str | None = None) -> SessionRow:
+        """End one request: withdrawn if pending; done if held in a batch system (its ghost
+        follows); finished at once if it ran inside a pre-allocation or preemptibly (``why``:
+        it was killed). Inside :meth:`Recorder.batch`."""
+        typed = child.typed
+        assert typed is not None
+        if child.state in PLACED:
+            return self.recorder.end(child, AppState.CANCELLED, now)
+        if child.state is not AppState.STARTED:
+            return child
+        if typed.inside is None and typed.type is not PRE:
+            if why is not None:
+                return self.recorder.kill(child, why, now)
+            if typed.type is PA:
+                for inner in self.store.requests_of(child.parent or ""):
+                    if inner.typed is not None and inner.typed.inside == child.name:
+                        self.close(inner, now, f"its pre-allocation {child.name} ended")
+            done = max(now, child.started_at or now)
+            return self.recorder.update(child, now, state=AppState.FINISH_SENT, done_at=done)
+        done_at = max(now, child.started_at or now)
+        if why is not None:
+            self.recorder.emit_for(child, {"type": "killed", "time": now, "reason": why})
+        child = self.recorder.update(child, now, state=AppState.FINISHED, done_at=done_at)
+        self.recorder.emit_for(child, {"type": "ended", "time": now, "state": child.state})
+        return child
+
+    def give_back(self, child: SessionRow, hosts: int, now: int) -> SessionRow:
+        """Keep running on fewer hosts (the last ``hosts`` of its list go back)."""
+        typed, request = child.typed, child.request
+        assert typed is not None
+        assert request is not None
+        kept = typed.host_names[: len(typed.host_names) - hosts]
+        left = request.hosts - hosts
+        owed = None if typed.give_back is None or typed.give_back <= hosts else typed.give_back
+        typed = typed.model_copy(
+            update={
+                "host_names": kept,
+                "give_back": None if owed is None else owed - hosts,
+                "preempt_by": None if owed is None else typed.preempt_by,
+            }
+        )
+        smaller = request.model_copy(update={"nodes": {child.clusters[0]: left}})
+        with self.recorder.batch():
+            return self.recorder.update(child, now, request=smaller, typed=typed)
+
+    # -- the pass -----------------------------------------------------------------------------
+
+    def run(self, rows: dict[str, SessionRow], plan: Plan, now: int) -> list[tuple[str, Cancel]]:
+        """Inside the pass's transaction, after v1's records: returns the cancellations due."""
+        parents = {sid: row for sid, row in rows.items() if row.evolving}
+        children: dict[str, list[SessionRow]] = {sid: [] for sid in parents}
+        for row in list(rows.values()):
+            if row.parent is None:
+                continue
+            if row.parent not in parents:  # its application ended: so does the request
+                rows[row.id] = self.close(row, now, None)
+                continue
+            children[row.parent].append(row)
+        for mine in children.values():
+            settled = [self._settle(c, rows, now) for c in mine]
+            mine[:] = [c for c in settled if c.state in ACTIVE]
+        cancels = self._preemptible(parents, children, plan, now)
+        for sid, parent in parents.items():
+            self._tell(parent, children[sid], plan, now)
+        for gone in self._views.keys() - parents.keys():
+            self._views.pop(gone, None)
+            self._sent.pop(gone, None)
+            self._told.pop(gone, None)
+        return cancels
+
+    def _settle(self, child: SessionRow, rows: Mapping[str, SessionRow], now: int) -> SessionRow:
+        """A request inside a pre-allocation ends with it, or at its own end."""
+        typed = child.typed
+        if typed is None or child.state is not AppState.STARTED:
+            return child
+        if typed.inside is not None:
+            pa = _sibling(child, typed.inside, rows)
+            if pa is None or pa.state is not AppState.STARTED:
+                return self.close(child, now, f"its pre-allocation {typed.inside} ended")
+        if (typed.inside is not None or typed.type is PRE) and (child.alloc_end or 0) <= now:
+            return self.close(child, now, f"the allocation ended at {child.alloc_end} without done")
+        return child
+
+    def _pool(
+        self, plan: Plan, parents: Mapping[str, list[SessionRow]], now: int
+    ) -> dict[str, Profile]:
+        """What preemptible work may use per cluster: what the v1 pass leaves free, and the
+        unused hosts of started pre-allocations until their end."""
+        pool = dict(plan.left)
+        for rows in parents.values():
+            for pa in rows:
+                if pa.typed is None or pa.typed.type is not PA or pa.state is not AppState.STARTED:
+                    continue
+                cluster, end = pa.clusters[0], pa.alloc_end or now
+                if cluster not in pool or end <= now:
+                    continue
+                extra = _ZERO.add(len(self.unused(pa, rows)), now, end)
+                for inner in rows:
+                    typed, until = inner.typed, inner.alloc_end or now
+                    if typed is None or typed.inside != pa.name or until >= end:
+                        continue
+                    if inner.state is AppState.STARTED:  # its hosts come back at its end
+                        extra = extra.add(len(typed.host_names), until, end)
+                pool[cluster] = pool[cluster] + extra.clamped(0)
+        return pool
+
+    def _preemptible(
+        self,
+        parents: Mapping[str, SessionRow],
+        children: dict[str, list[SessionRow]],
+        plan: Plan,
+        now: int,
+    ) -> list[tuple[str, Cancel]]:
+        pool = self._pool(plan, children, now)
+        cancels: list[tuple[str, Cancel]] = []
+        self._shares: dict[str, dict[str, Profile]] = {sid: {} for sid in parents}
+        for cluster, free in sorted(pool.items()):
+            demands: dict[str, Profile] = {}
+            for sid in parents:  # subscription order: remainders go to the earlier ones
+                wanted = sum(
+                    c.request.hosts
+                    for c in children[sid]
+                    if c.typed is not None
+                    and c.typed.type is PRE
+                    and c.clusters == (cluster,)
+                    and c.request is not None
+                )
+                if wanted:
+                    demands[sid] = Profile.constant(wanted)
+            shares = equipartition(free.clamped(0), demands)
+            idle = self._idle(cluster, children, now)
+            for sid, share in shares.items():
+                self._shares[sid][cluster] = share
+                cancels += self._settle_share(
+                    parents[sid],
+                    rows=children[sid],
+                    cluster=cluster,
+                    share=share,
+                    idle=idle,
+                    now=now,
+                )
+            for sid in parents:
+                if sid not in shares:  # what it would get if it asked: an equal part
+                    self._shares[sid][cluster] = _part(free.clamped(0), len(shares) + 1)
+        return cancels
+
+    def _settle_share(
+        self,
+        parent: SessionRow,
+        *,
+        rows: list[SessionRow],
+        cluster: str,
+        share: Profile,
+        idle: list[str],
+        now: int,
+    ) -> list[tuple[str, Cancel]]:
+        """Preempt, kill or start one application's preemptible requests on one cluster."""
+        mine = [
+            c
+            for c in rows
+            if c.typed is not None and c.typed.type is PRE and c.clusters == (cluster,)
+        ]
+        started = [c for c in mine if c.state is AppState.STARTED]
+        cancels: list[tuple[str, Cancel]] = []
+        held = sum(c.request.hosts for c in started if c.request is not None)
+        for child in sorted(started, key=lambda c: c.started_at or 0, reverse=True):
+            typed = child.typed
+            assert typed is not None
+            assert child.request is not None
+            if (
+                typed.preempt_by is not None
+                and typed.preempt_by <= now
+                and held > share.value_at(now)
+            ):
+                self.close(
+                    child,
+                    now,
+                    f"preempted: {typed.give_back} hosts not given back by {typed.preempt_by}",
+                )
+                cancels.append((child.id, Cancel(cluster, typed.host_names, parent.owner)))
+                held -= child.request.hosts
+        rows_by_id = {c.id: c for c in started}
+        end = max((c.alloc_end or now for c in started), default=now)
+        short = _first_below(share, held, now, end) if held else None
+        owed = 0 if short is None else held - share.value_at(short)
+        for child in sorted(started, key=lambda c: c.started_at or 0, reverse=True):
+            typed = child.typed
+            if child.state is not AppState.STARTED or typed is None or child.request is None:
+                continue
+            if child.id not in rows_by_id or child.state in (AppState.FINISHED,):
+                continue
+            give = min(owed, child.request.hosts)
+            owed -= give
+            deadline = short if give else None
+            if (typed.preempt_by, typed.give_back) != (deadline, give or None):
+                new = typed.model_copy(update={"preempt_by": deadline, "give_back": give or None})
+                self.recorder.update(child, now, typed=new)
+                if deadline is not None:
+                    event = {"type": "preempt", "time": now, "hosts": give, "deadline": deadline}
+                    self.recorder.emit_for(child, event)
+        for child in mine:
+            if child.state is not AppState.REQUEST_SENT and child.state is not AppState.WAITING:
+                continue
+            assert child.request is not None
+            hosts = child.request.hosts
+            if share.value_at(now) - held < hosts or len(idle) < hosts:
+                continue
+            given, idle[:] = idle[:hosts], idle[hosts:]
+            self._start(child, given, now)
+            held += hosts
+        return cancels
+
+    def _start(self, child: SessionRow, hosts: list[str], now: int) -> None:
+        typed, request = child.typed, child.request
+        assert typed is not None
+        assert request is not None
+        end = now + request.duration
+        typed = typed.model_copy(update={"host_names": tuple(hosts)})
+        if child.state is AppState.REQUEST_SENT:
+            child = self.recorder.update(child, now, state=AppState.WAITING)
+        child = self.recorder.update(
+            child,
+            now,
+            state=AppState.STARTED,
+            started_at=now,
+            alloc_end=end,
+            estimated_start=now,
+            typed=typed,
+        )
+        allocations = {child.clusters[0]: Allocation(hosts=hosts)}
+        self.recorder.emit_for(
+            child, {"type": "start", "time": now, "end": end, "allocations": allocations}
+        )
+        log.info("preemptible request %s of %s started on %s", child.name, child.parent, hosts)
+
+    def _idle(self, cluster: str, children: Mapping[str, list[SessionRow]], now: int) -> list[str]:
+        """Hosts of ``cluster`` that run nothing now and no reservation holds (the last
+        snapshot), then unused hosts of started pre-allocations; less those that preemptible
+        requests already use."""
+        shot = self.poller.status(cluster).snapshot
+        taken = {
+            host
+            for rows in children.values()
+            for c in rows
+            if c.typed is not None and c.typed.type is PRE and c.state is AppState.STARTED
+            for host in c.typed.host_names
+        }
+        idle: list[str] = []
+        if shot is not None:
+            busy = {h for j in shot.jobs if j.state is JobState.RUNNING for h in j.host_names}
+            busy |= {h for r in shot.reservations if r.start <= now < r.end for h in r.host_names}
+            idle = [n.name for n in shot.nodes if n.state is NodeState.UP and n.name not in busy]
+        for rows in children.values():
+            for pa in rows:
+                typed = pa.typed
+                started = pa.state is AppState.STARTED and pa.clusters == (cluster,)
+                if started and typed is not None and typed.type is PA:
+                    idle += self.unused(pa, rows)
+        return [h for h in dict.fromkeys(idle) if h not in taken]
+
+    # -- telling ------------------------------------------------------------------------------
+
+    def _tell(self, parent: SessionRow, rows: list[SessionRow], plan: Plan, now: int) -> None:
+        """One change event when either view or a waiting request's estimate changed."""
+        np_view = self.rules.clip(
+            parent.owner, {c: plan.left[c] for c in parent.clusters if c in plan.left}
+        )
+        pre_view = self.rules.clip(parent.owner, self._shares.get(parent.id, {}))
+        self._views[parent.id] = (np_view, pre_view)
+        sent_np, sent_pre = self._sent.get(parent.id, ({}, {}))
+        told = self._told.setdefault(parent.id, {})
+        estimates = {
+            c.name: c.estimated_start
+            for c in rows
+            if c.state in PLACED
+            and c.name is not None
+            and told.get(c.name, -1) != c.estimated_start
+        }
+        changes = availability_changes(sent_np, np_view, now)
+        pre_changes = availability_changes(sent_pre, pre_view, now)
+        if changes or pre_changes or estimates:
+            event = {
+                "type": "change",
+                "time": now,
+                "changes": changes,
+                "preemptible": pre_changes,
+                "estimates": estimates or None,
+            }
+            self.recorder.emit(parent.id, event)
+            told.update(estimates)
+            self._sent[parent.id] = (np_view, pre_view)
+
+
+def _sibling(
+    row: SessionRow, name: str | None, rows: Mapping[str, SessionRow]
+) -> SessionRow | None:
+    for other in rows.values():
+        if other.parent == row.parent and other.name == name and other.parent is not None:
+            return other
+    return None
+
+
+def _next_waits(row: SessionRow, rows: Mapping[str, SessionRow]) -> bool:
+    """A ``next`` request waits to take over this request's hosts."""
+    if row.parent is None:
+        return False
+    return any(
+        other.parent == row.parent
+        and other.typed is not None
+        and other.typed.related_to == row.name
+        and other.typed.related_how is Relation.NEXT
+        and other.state in PLACED
+        for other in rows.values()
+    )
+
+
+def _first_below(share: Profile, held: int, start: int, end: int) -> int | None:
+    """The first time in ``[start, end)`` the share is below ``held``."""
+    for time, value in share.steps(start):
+        if time >= end:
+            return None
+        if value < held:
+            return max(time, start)
+    return None
+
+
+def _part(free: Profile, parts: int) -> Profile:
+    """An equal part (rounded down) of ``free``."""
+    steps = [(t, v // parts) for t, v in free.steps(0)]
+    return Profile.from_steps(steps) if steps else _ZERO

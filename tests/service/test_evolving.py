@@ -1,0 +1,155 @@
+"""Evolving applications (API v2) through the bridge on the mock platform, step by step: a
+pre-allocation held as a placeholder, spontaneous updates inside it, an announced update that
+takes its related request's hosts over, preemptible work started on idle hosts and taken back
+with a deadline, and v1 sessions beside them unchanged."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from coorm_bridge.core.model import Filter
+from coorm_bridge.core.states import AppState
+from coorm_bridge.core.typed import TypedRequest
+from coorm_bridge.service.errors import Conflict, Invalid, NotFound
+from tests.sites import T0, Site
+
+
+def evolving(site: Site, user: str = "alice") -> str:
+    assert site.bridge.evolving is not None
+    return site.bridge.evolving.subscribe(user, Filter(), None).session
+
+
+def send(site: Site, sid: str, user: str = "alice", **fields: Any) -> None:
+    assert site.bridge.evolving is not None
+    site.bridge.evolving.request(user, sid, TypedRequest.model_validate(fields))
+
+
+def info(site: Site, sid: str, rid: str, user: str = "alice") -> Any:
+    assert site.bridge.evolving is not None
+    return site.bridge.evolving.request_info(user, sid, rid)
+
+
+def about(site: Site, sid: str, rid: str, kind: str) -> list[Any]:
+    return [e for e in site.events(sid, kind) if e.request == rid]
+
+
+def test_a_pre_allocation_is_held_and_requests_inside_it_start_at_once(make_site: Any) -> None:
+    site = make_site()
+    sid = evolving(site)
+    send(site, sid, id="pa", cluster="c1", hosts=6, duration=3600, type="pre-allocation")
+    site.step(T0 + 1)
+    site.step(T0 + 2)
+    pa = info(site, sid, "pa")
+    assert pa.state is AppState.STARTED
+    assert len(pa.host_names) == 6
+    assert pa.reservation in site.ours("c1")
+    (start,) = about(site, sid, "pa", "start")
+    assert set(start.allocations["c1"].hosts) == set(pa.host_names)
+
+    # A spontaneous update inside it: started in the same call, on its hosts, no pass needed.
+    send(site, sid, id="grow", cluster="c1", hosts=4, duration=600)
+    grow = info(site, sid, "grow")
+    assert grow.state is AppState.STARTED
+    assert grow.inside == "pa"
+    assert set(grow.host_names) <= set(pa.host_names)
+    # Shrinking: two hosts given back, the request goes on with the others.
+    assert site.bridge.evolving is not None
+    shrunk = site.bridge.evolving.done("alice", sid, "grow", 2)
+    assert shrunk.state is AppState.STARTED
+    assert shrunk.hosts == 2
+    # More than the unused part is not guaranteed: placed like any request, outside.
+    send(site, sid, id="big", cluster="c1", hosts=5, duration=600)
+    assert info(site, sid, "big").inside is None
+
+
+def test_a_next_request_takes_its_related_requests_hosts_over_at_done(make_site: Any) -> None:
+    site = make_site()
+    sid = evolving(site)
+    send(site, sid, id="a", cluster="c1", hosts=4, duration=3600)
+    site.step(T0 + 1)
+    site.step(T0 + 2)
+    first = info(site, sid, "a")
+    assert first.state is AppState.STARTED
+    send(site, sid, id="b", cluster="c1", hosts=3, duration=600, related_to="a", related_how="next")
+    site.step(T0 + 3)
+    assert info(site, sid, "b").estimated_start == first.started_at + 3600
+    # A v1 session that comes later cannot take the hosts the update was announced on.
+    other = site.subscribe("bob")
+    site.request(other, {"c1": 8}, 600, user="bob")
+    site.step(T0 + 4)
+    assert site.bridge.evolving is not None
+    site.bridge.evolving.done("alice", sid, "a", None)
+    site.step(T0 + 5)
+    site.step(T0 + 6)
+    second = info(site, sid, "b")
+    assert second.state is AppState.STARTED
+    assert set(second.host_names) < set(first.host_names)  # on the related request's hosts
+    assert site.state(other) is AppState.WAITING
+    assert info(site, sid, "a").state is AppState.FINISHED  # no ghost: handed over
+
+
+def test_preemptible_work_runs_on_idle_hosts_and_is_taken_back_on_time(make_site: Any) -> None:
+    site = make_site()
+    sid = evolving(site)
+    send(site, sid, id="p", cluster="c1", hosts=8, duration=7200, type="preemptible")
+    site.step(T0 + 1)
+    pre = info(site, sid, "p")
+    assert pre.state is AppState.STARTED
+    assert len(pre.host_names) == 8
+    # A v1 session wants the whole cluster: the preemptible request must give it back.
+    v1 = site.subscribe("bob")
+    site.request(v1, {"c1": 8}, 600, user="bob")
+    site.step(T0 + 2)
+    (preempt,) = about(site, sid, "p", "preempt")
+    assert preempt.hosts == 8
+    assert preempt.deadline >= T0 + 2
+    assert info(site, sid, "p").preempt_by == preempt.deadline
+    # Not given back: at the deadline it is killed, and the v1 session starts.
+    site.step(preempt.deadline)
+    site.step(preempt.deadline + 1)
+    assert info(site, sid, "p").state is AppState.FINISHED
+    assert about(site, sid, "p", "killed")
+    site.step(preempt.deadline + 2)
+    assert site.state(v1) is AppState.STARTED
+    # v1 events carry no v2 field.
+    assert all(e.request is None for e in site.events(v1))
+
+
+def test_bad_requests_are_refused_and_change_nothing(make_site: Any) -> None:
+    site = make_site()
+    sid = evolving(site)
+    with pytest.raises(Invalid):
+        send(site, sid, id="x", cluster="nowhere", hosts=1, duration=60)
+    with pytest.raises(Invalid):
+        send(
+            site,
+            sid,
+            id="x",
+            cluster="c1",
+            hosts=1,
+            duration=60,
+            related_to="y",
+            related_how="next",
+        )
+    send(site, sid, id="a", cluster="c1", hosts=1, duration=60)
+    with pytest.raises(Conflict):
+        send(site, sid, id="a", cluster="c1", hosts=1, duration=60)
+    with pytest.raises(Invalid):
+        send(
+            site,
+            sid,
+            id="n",
+            cluster="c2",
+            hosts=1,
+            duration=60,
+            related_to="a",
+            related_how="next",
+        )
+    with pytest.raises(NotFound):
+        info(site, sid, "a", user="bob")
+    assert [r.request for r in site.bridge.evolving.info("alice", sid).requests] == ["a"]
+    v1 = site.subscribe()
+    with pytest.raises(Conflict):
+        send(site, v1, id="z", cluster="c1", hosts=1, duration=60)
