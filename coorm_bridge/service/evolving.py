@@ -27,6 +27,7 @@ from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
 from coorm_bridge.service.evolving_pass import EvolvingPass
 from coorm_bridge.store import SessionRow, Typed
+from coorm_bridge.store.rows import MAX_SEQ_IN_APP, priority
 
 log = logging.getLogger(__name__)
 
@@ -106,11 +107,12 @@ class Evolving:
             nodes = Request(nodes={request.cluster: request.hosts}, duration=request.duration)
             bridge.rules.check(row.owner, nodes)
             now = bridge.now()
-            bridge.limits.check_request(row, nodes, now)
+            bridge.limits.check_request(row, nodes, now, holds=request.type is not PRE)
             typed = Typed(
                 type=request.type,
                 related_to=request.related_to,
                 related_how=request.related_how,
+                priority=priority(row.order, len(children) + 1),
             )
             if request.related_how is Relation.NEXT:
                 related = next(c for c in children if c.name == request.related_to)
@@ -196,6 +198,8 @@ class Evolving:
             raise Conflict(f"request id {request.id} is already used in session {row.id}")
         if sum(c.state in ACTIVE for c in children) >= MAX_REQUESTS:
             raise Conflict(f"session {row.id} has {MAX_REQUESTS} requests not ended: end some")
+        if len(children) >= MAX_SEQ_IN_APP:
+            raise Conflict(f"session {row.id} sent {len(children)} requests: subscribe anew")
         if request.related_to is None:
             return
         related = by_id.get(request.related_to)
@@ -229,6 +233,8 @@ class Evolving:
         ]
         if taken:
             raise Conflict(f"request {taken[0]} already comes next after {related.name}")
+        if (related.typed.priority & MAX_SEQ_IN_APP) == MAX_SEQ_IN_APP:
+            raise Conflict(f"request {related.name} ends the longest chain of updates allowed")
 
     def _inside(
         self, request: TypedRequest, children: list[SessionRow], now: int

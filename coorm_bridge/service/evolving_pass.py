@@ -17,10 +17,10 @@ import logging
 from collections.abc import Mapping
 
 from coorm_bridge.core.batch import JobState, NodeState
-from coorm_bridge.core.equipartition import equipartition
 from coorm_bridge.core.messages import Allocation, availability_changes
 from coorm_bridge.core.model import MAX_TIME
 from coorm_bridge.core.policy import Plan
+from coorm_bridge.core.preemptible import Claim, Outcome, Running, Waiting, share_cluster
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.core.typed import Relation, RequestType
@@ -40,11 +40,10 @@ Views = tuple[dict[str, Profile], dict[str, Profile]]
 
 
 def in_v1_table(row: SessionRow) -> bool:
-    """Rows the v1 policy places and holds: v1 sessions and the requests held in batch systems
-    (an evolving application's own session has no request; a request inside a pre-allocation
-    takes nothing more; a preemptible one holds nothing)."""
-    if row.evolving:
-        return False
+    """Rows the v1 policy places and holds: v1 sessions, evolving applications' sessions (they
+    send no request there: their place gives their non-preemptible view) and the requests held
+    in batch systems (not one inside a pre-allocation, which takes nothing more, nor a
+    preemptible one, which holds nothing)."""
     typed = row.typed
     return typed is None or (typed.type is not PRE and typed.inside is None)
 
@@ -63,6 +62,12 @@ class EvolvingPass:
         self._views: dict[str, Views] = {}
         self._sent: dict[str, Views] = {}
         self._told: dict[str, dict[str, int | None]] = {}
+        self._shares: dict[str, dict[str, Profile]] = {}
+        self.due: list[int] = []
+        """When the last pass's decisions need a pass again: deadlines and ends."""
+        self.again = False
+        """The last pass ended or started requests the batch systems do not hold: the shares
+        change, so a pass is due at once."""
 
     def views_of(self, row: SessionRow) -> Views | None:
         return self._views.get(row.id)
@@ -152,6 +157,7 @@ class EvolvingPass:
 
     def run(self, rows: dict[str, SessionRow], plan: Plan, now: int) -> list[tuple[str, Cancel]]:
         """Inside the pass's transaction, after v1's records: returns the cancellations due."""
+        self.again, self.due = False, []
         parents = {sid: row for sid, row in rows.items() if row.evolving}
         children: dict[str, list[SessionRow]] = {sid: [] for sid in parents}
         for row in list(rows.values()):
@@ -161,10 +167,23 @@ class EvolvingPass:
                 rows[row.id] = self.close(row, now, None)
                 continue
             children[row.parent].append(row)
-        for mine in children.values():
+        cancels: list[tuple[str, Cancel]] = []
+        for sid, mine in children.items():
             settled = [self._settle(c, rows, now) for c in mine]
+            for old, new in zip(mine, settled, strict=True):
+                self.again |= new.state is not old.state
+                typed = old.typed
+                if typed is not None and typed.type is PRE and new.state is not old.state:
+                    # Its time is up: what still runs there goes (its time limit should have).
+                    cancel = Cancel(old.clusters[0], typed.host_names, parents[sid].owner)
+                    cancels.append((old.id, cancel))
             mine[:] = [c for c in settled if c.state in ACTIVE]
-        cancels = self._preemptible(parents, children, plan, now)
+            self.due += [
+                c.alloc_end
+                for c in mine
+                if c.state is AppState.STARTED and c.alloc_end is not None and not in_v1_table(c)
+            ]
+        cancels += self._preemptible(parents, children, plan, now)
         for sid, parent in parents.items():
             self._tell(parent, children[sid], plan, now)
         for gone in self._views.keys() - parents.keys():
@@ -172,6 +191,30 @@ class EvolvingPass:
             self._sent.pop(gone, None)
             self._told.pop(gone, None)
         return cancels
+
+    def lend(
+        self, free: dict[str, Profile], rows: Mapping[str, SessionRow], now: int
+    ) -> dict[str, Profile]:
+        """``free`` with the hosts of preemptible work given back: the owner's jobs on a started
+        preemptible request's hosts (outside reservations) are load to the batch system, not to
+        the views: the bridge takes those hosts back when it must."""
+        lent = dict(free)
+        for row in rows.values():
+            typed = row.typed
+            if typed is None or typed.type is not PRE or row.state is not AppState.STARTED:
+                continue
+            cluster = row.clusters[0]
+            shot = self.poller.status(cluster).snapshot
+            if shot is None or cluster not in lent:
+                continue
+            hosts = set(typed.host_names)
+            for job in shot.jobs:
+                mine = job.user == row.owner and job.reservation is None
+                if mine and job.state is JobState.RUNNING and set(job.host_names) <= hosts:
+                    end = job.end
+                    if end is not None and end > now:
+                        lent[cluster] = lent[cluster].add(job.hosts, now, end)
+        return lent
 
     def _settle(self, child: SessionRow, rows: Mapping[str, SessionRow], now: int) -> SessionRow:
         """A request inside a pre-allocation ends with it, or at its own end."""
@@ -216,103 +259,76 @@ class EvolvingPass:
         plan: Plan,
         now: int,
     ) -> list[tuple[str, Cancel]]:
+        """Each cluster's pool shared among the applications asking for preemptible hosts
+        there (:func:`~coorm_bridge.core.preemptible.share_cluster`, in subscription order):
+        starts, preemptions, kills past a deadline; and every application's preemptible view
+        (its share, or what nobody claims when it asks for nothing there)."""
         pool = self._pool(plan, children, now)
         cancels: list[tuple[str, Cancel]] = []
-        self._shares: dict[str, dict[str, Profile]] = {sid: {} for sid in parents}
+        self._shares = {sid: {} for sid in parents}
         for cluster, free in sorted(pool.items()):
-            demands: dict[str, Profile] = {}
-            for sid in parents:  # subscription order: remainders go to the earlier ones
-                wanted = sum(
-                    c.request.hosts
-                    for c in children[sid]
-                    if c.typed is not None
-                    and c.typed.type is PRE
-                    and c.clusters == (cluster,)
-                    and c.request is not None
-                )
-                if wanted:
-                    demands[sid] = Profile.constant(wanted)
-            shares = equipartition(free.clamped(0), demands)
-            idle = self._idle(cluster, children, now)
-            for sid, share in shares.items():
-                self._shares[sid][cluster] = share
-                cancels += self._settle_share(
-                    parents[sid],
-                    rows=children[sid],
-                    cluster=cluster,
-                    share=share,
-                    idle=idle,
-                    now=now,
-                )
+            mine = {sid: _preemptible_on(children[sid], cluster) for sid in parents}
+            claims = {sid: _claim(rows, now) for sid, rows in mine.items() if rows}
+            outcomes, unclaimed = share_cluster(free.clamped(0), claims, now)
+            idle = self._idle(cluster, children, now) if outcomes else []
             for sid in parents:
-                if sid not in shares:  # what it would get if it asked: an equal part
-                    self._shares[sid][cluster] = _part(free.clamped(0), len(shares) + 1)
+                outcome = outcomes.get(sid)
+                self._shares[sid][cluster] = unclaimed if outcome is None else outcome.share
+                if outcome is not None:
+                    cancels += self._apply(parents[sid], mine[sid], outcome, idle, now)
         return cancels
 
-    def _settle_share(
+    def _apply(
         self,
         parent: SessionRow,
-        *,
         rows: list[SessionRow],
-        cluster: str,
-        share: Profile,
+        outcome: Outcome,
         idle: list[str],
         now: int,
     ) -> list[tuple[str, Cancel]]:
-        """Preempt, kill or start one application's preemptible requests on one cluster."""
-        mine = [
-            c
-            for c in rows
-            if c.typed is not None and c.typed.type is PRE and c.clusters == (cluster,)
-        ]
-        started = [c for c in mine if c.state is AppState.STARTED]
+        """One application's outcome on one cluster: a request told to give hosts back and past
+        its deadline is killed (its owner's jobs there cancelled); others are told of a new
+        deadline; waiting ones start when their share covers them now and hosts are idle."""
         cancels: list[tuple[str, Cancel]] = []
-        held = sum(c.request.hosts for c in started if c.request is not None)
-        for child in sorted(started, key=lambda c: c.started_at or 0, reverse=True):
-            typed = child.typed
+        owed = {p.request: p for p in outcome.preemptions}
+        for child in rows:
+            typed, name = child.typed, child.name
             assert typed is not None
+            if child.state is AppState.STARTED:
+                due = owed.get(name or "")
+                told = typed.preempt_by
+                if due is not None and told is not None and told <= now and due.deadline <= now:
+                    why = f"preempted: {typed.give_back} hosts not given back by {told}"
+                    self.close(child, now, why)
+                    self.again = True
+                    cancels.append(
+                        (child.id, Cancel(child.clusters[0], typed.host_names, parent.owner))
+                    )
+                    continue
+                deadline = None if due is None else due.deadline
+                give = None if due is None else due.hosts
+                if deadline is not None:  # told now, it is checked at the next second
+                    self.due.append(max(deadline, now + 1))
+                if (typed.preempt_by, typed.give_back) != (deadline, give):
+                    new = typed.model_copy(update={"preempt_by": deadline, "give_back": give})
+                    self.recorder.update(child, now, typed=new)
+                    if due is not None:
+                        event = {
+                            "type": "preempt",
+                            "time": now,
+                            "hosts": give,
+                            "deadline": deadline,
+                        }
+                        self.recorder.emit_for(child, event)
+                continue
+            start = outcome.starts.get(name or "")
             assert child.request is not None
-            if (
-                typed.preempt_by is not None
-                and typed.preempt_by <= now
-                and held > share.value_at(now)
-            ):
-                self.close(
-                    child,
-                    now,
-                    f"preempted: {typed.give_back} hosts not given back by {typed.preempt_by}",
-                )
-                cancels.append((child.id, Cancel(cluster, typed.host_names, parent.owner)))
-                held -= child.request.hosts
-        rows_by_id = {c.id: c for c in started}
-        end = max((c.alloc_end or now for c in started), default=now)
-        short = _first_below(share, held, now, end) if held else None
-        owed = 0 if short is None else held - share.value_at(short)
-        for child in sorted(started, key=lambda c: c.started_at or 0, reverse=True):
-            typed = child.typed
-            if child.state is not AppState.STARTED or typed is None or child.request is None:
-                continue
-            if child.id not in rows_by_id or child.state in (AppState.FINISHED,):
-                continue
-            give = min(owed, child.request.hosts)
-            owed -= give
-            deadline = short if give else None
-            if (typed.preempt_by, typed.give_back) != (deadline, give or None):
-                new = typed.model_copy(update={"preempt_by": deadline, "give_back": give or None})
-                self.recorder.update(child, now, typed=new)
-                if deadline is not None:
-                    event = {"type": "preempt", "time": now, "hosts": give, "deadline": deadline}
-                    self.recorder.emit_for(child, event)
-        for child in mine:
-            if child.state is not AppState.REQUEST_SENT and child.state is not AppState.WAITING:
-                continue
-            assert child.request is not None
-            hosts = child.request.hosts
-            if share.value_at(now) - held < hosts or len(idle) < hosts:
-                continue
-            given, idle[:] = idle[:hosts], idle[hosts:]
-            self._start(child, given, now)
-            held += hosts
+            if start == now and len(idle) >= child.request.hosts:
+                given, idle[:] = idle[: child.request.hosts], idle[child.request.hosts :]
+                self._start(child, given, now)
+                self.again = True
+            elif start != child.estimated_start or child.state is AppState.REQUEST_SENT:
+                self.recorder.update(child, now, state=AppState.WAITING, estimated_start=start)
         return cancels
 
     def _start(self, child: SessionRow, hosts: list[str], now: int) -> None:
@@ -367,9 +383,11 @@ class EvolvingPass:
 
     def _tell(self, parent: SessionRow, rows: list[SessionRow], plan: Plan, now: int) -> None:
         """One change event when either view or a waiting request's estimate changed."""
-        np_view = self.rules.clip(
-            parent.owner, {c: plan.left[c] for c in parent.clusters if c in plan.left}
-        )
+        try:  # at its place in the order: what its next request would be placed in
+            placed = plan.view(parent.id)
+        except KeyError:
+            placed = {}
+        np_view = self.rules.clip(parent.owner, placed)
         pre_view = self.rules.clip(parent.owner, self._shares.get(parent.id, {}))
         self._views[parent.id] = (np_view, pre_view)
         sent_np, sent_pre = self._sent.get(parent.id, ({}, {}))
@@ -419,17 +437,19 @@ def _next_waits(row: SessionRow, rows: Mapping[str, SessionRow]) -> bool:
     )
 
 
-def _first_below(share: Profile, held: int, start: int, end: int) -> int | None:
-    """The first time in ``[start, end)`` the share is below ``held``."""
-    for time, value in share.steps(start):
-        if time >= end:
-            return None
-        if value < held:
-            return max(time, start)
-    return None
+def _preemptible_on(rows: list[SessionRow], cluster: str) -> list[SessionRow]:
+    return [
+        c for c in rows if c.typed is not None and c.typed.type is PRE and c.clusters == (cluster,)
+    ]
 
 
-def _part(free: Profile, parts: int) -> Profile:
-    """An equal part (rounded down) of ``free``."""
-    steps = [(t, v // parts) for t, v in free.steps(0)]
-    return Profile.from_steps(steps) if steps else _ZERO
+def _claim(rows: list[SessionRow], now: int) -> Claim:
+    """An application's preemptible requests on one cluster, as the core policy reads them."""
+    claim = Claim()
+    for c in rows:
+        assert c.request is not None
+        if c.state is AppState.STARTED and c.started_at is not None and c.alloc_end is not None:
+            claim.running.append(Running(c.name or "", c.request.hosts, c.started_at, c.alloc_end))
+        elif c.state in PLACED:
+            claim.waiting.append(Waiting(c.name or "", c.request.hosts, c.request.duration, now))
+    return claim

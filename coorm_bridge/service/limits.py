@@ -172,6 +172,11 @@ class UserLimits:
         for row in self.store.sessions(owner=user, states=ACTIVE):
             if row.id == besides or row.request is None:
                 continue
+            if row.typed is not None and (row.typed.inside or row.typed.type == "preemptible"):
+                # API v2: on a pre-allocation's hosts, or on hosts nobody holds: a waiting one
+                # still counts as waiting (a pass looks at it).
+                waiting += row.state in PLACED
+                continue
             hosts = row.request.hosts
             if row.state in HOLDING:
                 left = hold_end(row, self.fair_start) - now
@@ -194,9 +199,12 @@ class UserLimits:
                     f"({cap.value}): end or withdraw one first"
                 )
 
-    def check_request(self, row: SessionRow, request: Request, now: int) -> None:
+    def check_request(
+        self, row: SessionRow, request: Request, now: int, *, holds: bool = True
+    ) -> None:
         """Raise OverLimit when ``request``, in place of ``row``'s, asks for more than its
-        owner may: the message names the cap, where it is set, and the owner's use."""
+        owner may: the message names the cap, where it is set, and the owner's use.
+        ``holds=False``: preemptible work (API v2), bound by the per-request caps only."""
         user, caps = row.owner, self.of(row.owner)
         hosts = request.hosts
         if caps.hosts is not None and hosts > caps.hosts.value:
@@ -209,6 +217,8 @@ class UserLimits:
                 f"{caps.duration.value} s"
             )
         use = self.use(user, now, besides=row.id)
+        if not holds:  # held nor reserved: its waiting counts
+            use, hosts = Use(0, 0, use.waiting), 0
         over = _over(caps, use, user, hosts, hosts * request.duration)
         if over is not None:
             raise OverLimit(over)

@@ -35,7 +35,7 @@ from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import PlaceholderRow, SessionRow, Store, StoreFull
-from coorm_bridge.store.rows import PRIORITY_BITS
+from coorm_bridge.store.rows import priority
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +127,8 @@ class PassRunner:
         held = self._held()
         table = self._applications(rows, now)
         free = self.poller.free(self._accounted(rows, held))
+        if self._any_evolving:
+            free = self.evolving.lend(free, rows, now)
         for cluster in self.store.drained().keys() & free.keys():
             # Drained by an admin: nothing new fits there, so no placeholder is made; started
             # sessions keep theirs (the policy settles them whatever is free), and waiting
@@ -158,6 +160,8 @@ class PassRunner:
         self._intend(rows, result, held, ended, now, cancels)
         self._sent = {k: v for k, v in self._sent.items() if k in result.outcomes}
         self.due.next_at(self._next_due(result, now))
+        if self._any_evolving and self.evolving.again:
+            self.due.trigger()  # preemptible shares moved: look again at once
         self.stats.passes += 1
         return result
 
@@ -219,7 +223,8 @@ class PassRunner:
         changed_state = state is not row.state or changed_estimate
         event = None
         view: dict[str, Profile] | None = None
-        told = row.parent is None  # an evolving application's requests: told by self.evolving
+        # Evolving applications and their requests are told by self.evolving (API v2).
+        told = row.parent is None and not row.evolving
         if told and row.id not in result.to_start and (outcome.view_changed or changed_estimate):
             view = self.rules.clip(row.owner, result.view(row.id))
             sent = self._sent.get(row.id, {})
@@ -372,6 +377,8 @@ class PassRunner:
         a ghost or allocation ending, a retry."""
         horizon = self.config.placement.horizon
         due: list[int] = self.enactor.next_attempts()
+        if self._any_evolving:
+            due += self.evolving.due
         for outcome in result.outcomes.values():
             if outcome.hold_until is not None:
                 due.append(outcome.hold_until)
@@ -384,9 +391,9 @@ def application_of(
     row: SessionRow, not_before: int | None = None, *, ghost: int | None = None
 ) -> Application:
     """A stored session as the policy's application table wants it; a request of an evolving
-    application at its priority (a ``next`` one right behind its related one)."""
+    application at its place: its application's, then its own (:func:`priority`)."""
     fields = {key: getattr(row, key) for key in _APP_FIELDS}
-    order = row.order << PRIORITY_BITS if row.typed is None else row.typed.priority
+    order = priority(row.order) if row.typed is None else row.typed.priority
     return Application.model_validate(
         {**fields, "order": order, "not_before": not_before, "ghost": ghost}
     )

@@ -27,9 +27,19 @@ def new_session_id() -> str:
     return base64.b32encode(secrets.token_bytes(10)).decode("ascii").lower()
 
 
-#: A session's place in the policy's order is its order shifted left by this many bits; a
-#: ``next`` request takes its related request's place plus one (a million updates in a chain).
-PRIORITY_BITS: Final = 20
+#: Bits of a request's number in its application, and of its depth in a chain of announced
+#: updates, in its place in the policy's order (:func:`priority`).
+SEQ_BITS: Final = 20
+#: The most requests an application sends in its life, and the longest chain of updates.
+MAX_SEQ_IN_APP: Final = (1 << SEQ_BITS) - 1
+
+
+def priority(order: int, seq: int = 0, depth: int = 0) -> int:
+    """A place in the policy's order: the application's subscription order first (CooRM's
+    priority), then, for an evolving application's requests, the order it sent them in, then
+    for an announced update (``next``) its depth behind the request it follows: it takes over
+    that request's hosts before anyone else may. A v1 session is ``priority(order)``."""
+    return (order << (2 * SEQ_BITS)) | (seq << SEQ_BITS) | depth
 
 
 class Typed(Frozen):
@@ -43,9 +53,8 @@ class Typed(Frozen):
     related_to: Name | None = None
     """The request (its id in the application) it is related to."""
     related_how: Relation | None = None
-    priority: Annotated[int, Field(ge=0, strict=True)] = 0
-    """Its place in the policy's order: a ``next`` request comes right behind its related one
-    (so that hosts freed at that one's end go to it first), any other at its own order."""
+    priority: Annotated[int, Field(ge=0, strict=True)]
+    """Its place in the policy's order (:func:`priority`)."""
     inside: Name | None = None
     """A spontaneous update: the started pre-allocation (request id) whose hosts it uses."""
     host_names: tuple[Name, ...] = ()

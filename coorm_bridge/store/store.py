@@ -27,7 +27,6 @@ from coorm_bridge.store.drains import DrainQueries
 from coorm_bridge.store.jobs import JobQueries
 from coorm_bridge.store.meta import MetaQueries
 from coorm_bridge.store.rows import (
-    PRIORITY_BITS,
     PlaceholderRow,
     SessionRow,
     Typed,
@@ -78,9 +77,6 @@ class Store(JobQueries, DrainQueries, MetaQueries):
             given = {"owner": owner, "name": name, "filter": filter, "clusters": tuple(clusters)}
             new = {"id": new_session_id(), "order": last + 1, "created": now, "updated": now}
             row = SessionRow.model_validate(given | new | v2)
-            if row.typed is not None and row.typed.priority == 0:  # its own place in line
-                own = row.typed.model_copy(update={"priority": row.order << PRIORITY_BITS})
-                row = row.model_copy(update={"typed": own})
             self._conn.execute("UPDATE meta SET value = ? WHERE key = 'last_ord'", (row.order,))
             self._conn.execute(
                 "INSERT INTO sessions (id, ord, owner, name, filter, clusters, state, request, "

@@ -153,3 +153,97 @@ def test_bad_requests_are_refused_and_change_nothing(make_site: Any) -> None:
     v1 = site.subscribe()
     with pytest.raises(Conflict):
         send(site, v1, id="z", cluster="c1", hosts=1, duration=60)
+
+
+def test_preemptible_hosts_are_shared_equally_and_a_job_left_past_its_deadline_is_cancelled(
+    make_site: Any,
+) -> None:
+    from coorm_bridge.core.batch import JobSpec, JobState  # noqa: PLC0415
+
+    site = make_site()
+    first, second = evolving(site), evolving(site, "bob")
+    send(site, first, id="p", cluster="c1", hosts=8, duration=7200, type="preemptible")
+    site.step(T0 + 1)
+    assert len(info(site, first, "p").host_names) == 8
+    # alice's job runs there, outside any reservation: load to Slurm, not to the views.
+    spec = JobSpec(name="sweep", user="alice", argv=("true",), hosts=8, walltime=7200)
+    job = site.adapter.submit("c1", spec)
+    site.step(T0 + 2)
+    assert site.adapter.job_state("c1", job) is JobState.RUNNING
+    assert not about(site, first, "p", "preempt")
+    # bob asks for preemptible hosts too: each gets half, so alice must give 4 back.
+    send(site, second, user="bob", id="q", cluster="c1", hosts=4, duration=600, type="preemptible")
+    site.step(T0 + 3)
+    (preempt,) = about(site, first, "p", "preempt")
+    assert preempt.hosts == 4
+    site.step(preempt.deadline + 1)
+    site.step(preempt.deadline + 2)
+    assert about(site, first, "p", "killed")
+    assert site.adapter.job_state("c1", job) is JobState.CANCELLED
+    site.step(preempt.deadline + 3)
+    assert info(site, second, "q", user="bob").state is AppState.STARTED
+
+
+def test_a_preemption_answered_in_time_keeps_the_rest_running(make_site: Any) -> None:
+    site = make_site()
+    first, second = evolving(site), evolving(site, "bob")
+    send(site, first, id="p", cluster="c1", hosts=8, duration=7200, type="preemptible")
+    site.step(T0 + 1)
+    send(site, second, user="bob", id="q", cluster="c1", hosts=4, duration=600, type="preemptible")
+    site.step(T0 + 2)
+    (preempt,) = about(site, first, "p", "preempt")
+    assert site.bridge.evolving is not None
+    kept = site.bridge.evolving.done("alice", first, "p", preempt.hosts)
+    assert kept.state is AppState.STARTED
+    assert kept.hosts == 4
+    assert kept.preempt_by is None
+    site.step(preempt.deadline + 1)
+    site.step(preempt.deadline + 2)
+    assert info(site, first, "p").state is AppState.STARTED
+    assert not about(site, first, "p", "killed")
+    bobs = info(site, second, "q", user="bob")
+    assert bobs.state is AppState.STARTED
+    assert not set(bobs.host_names) & set(kept.host_names)
+
+
+def test_a_done_request_keeps_its_hosts_as_a_ghost_and_the_end_withdraws_the_rest(
+    make_site: Any,
+) -> None:
+    site = make_site()
+    sid = evolving(site)
+    send(site, sid, id="a", cluster="c1", hosts=2, duration=3600)
+    send(site, sid, id="late", cluster="c1", hosts=8, duration=600)
+    site.step(T0 + 1)
+    site.step(T0 + 2)
+    assert info(site, sid, "a").state is AppState.STARTED
+    assert site.bridge.evolving is not None
+    site.bridge.evolving.done("alice", sid, "a", None)
+    site.step(T0 + 3)
+    assert info(site, sid, "a").state is AppState.GHOST  # fair-start, per request
+    site.step(T0 + 3 + 30)
+    site.step(T0 + 3 + 31)
+    assert info(site, sid, "a").state is AppState.FINISHED
+    answer = site.bridge.evolving.end("alice", sid)
+    assert answer.state is AppState.FINISHED
+    assert info(site, sid, "late").state in (AppState.CANCELLED, AppState.FINISH_SENT)
+    assert site.events(sid)[-1].type == "ended"
+    assert site.events(sid)[-1].request is None
+
+
+def test_evolving_requests_survive_a_restart(make_site: Any) -> None:
+    site = make_site()
+    sid = evolving(site)
+    send(site, sid, id="pa", cluster="c1", hosts=6, duration=3600, type="pre-allocation")
+    site.step(T0 + 1)
+    site.step(T0 + 2)
+    send(site, sid, id="in", cluster="c1", hosts=2, duration=600)
+    held = info(site, sid, "pa").host_names
+    site.assemble()  # a new daemon over the same store and platform
+    site.step(T0 + 3)
+    site.step(T0 + 4)
+    assert info(site, sid, "pa").state is AppState.STARTED
+    assert info(site, sid, "pa").host_names == held
+    assert info(site, sid, "in").state is AppState.STARTED
+    views = site.bridge.evolving.info("alice", sid)
+    assert views.non_preemptible is not None
+    assert views.preemptible is not None
