@@ -148,6 +148,9 @@ class _Bearer(requests.auth.AuthBase):
 class BridgeClient:
     """A connection to one bridge; thread-unsafe like the ``requests.Session`` it wraps."""
 
+    #: The API version whose long poll :meth:`events` calls (both serve any session's events).
+    _events_prefix = API_PREFIX
+
     def __init__(
         self,
         url: str | None = None,
@@ -250,6 +253,7 @@ class BridgeClient:
             params={"after": str(after), "wait": f"{wait:g}"},
             # The daemon legitimately holds the answer for `wait` seconds.
             timeout=wait + self.timeout,
+            prefix=self._events_prefix,
         )
         return page.events
 
@@ -309,7 +313,8 @@ class BridgeClient:
         retry: float = 1.0,
         max_retry: float = 30.0,
     ) -> Iterator[Event]:
-        """Every event of the session after ``after``, in order, until it ends.
+        """Every event of the session after ``after``, in order, until it ends (its ``ended``
+        event that names no request).
 
         Rides out a daemon restart: when the bridge cannot be reached or answers 5xx, waits
         (doubling from ``retry`` up to ``max_retry``) and polls again from the last event
@@ -331,7 +336,8 @@ class BridgeClient:
                     continue
                 after = event.seq
                 yield event
-                if isinstance(event, EndedEvent):
+                # An evolving application's request ends with one too (API v2): not the session.
+                if isinstance(event, EndedEvent) and event.request is None:
                     return
 
     # -- plumbing --------------------------------------------------------------------------
@@ -345,8 +351,9 @@ class BridgeClient:
         body: Any = None,
         params: Mapping[str, str] | None = None,
         timeout: float | None = None,
+        prefix: str = API_PREFIX,
     ) -> T:
-        url = f"{self._base}{API_PREFIX}{path}"
+        url = f"{self._base}{prefix}{path}"
         try:
             answer = self._http.request(
                 method,

@@ -145,8 +145,12 @@ class EventBase(Frozen):
     """In an evolving application's session (API v2): the request this event is about (None:
     the session itself). v1 sessions never carry it."""
 
+    # No return annotation: pydantic would take it for the events' serialisation schema, and
+    # the OpenAPI document would describe every event as a bare object.
     @model_serializer(mode="wrap")
-    def _without_v2_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+    def _without_v2_unset(  # type: ignore[no-untyped-def]  # noqa: ANN202
+        self, handler: SerializerFunctionWrapHandler
+    ):
         dumped: dict[str, Any] = handler(self)
         for name in _V2_FIELDS:
             if dumped.get(name, 0) is None:

@@ -1,4 +1,4 @@
-"""The HTTP API v1 (docs/design.md §5) over the assembled service
+"""The HTTP API (v1, docs/design.md §5; v2 for evolving applications) over the assembled service
 (:mod:`coorm_bridge.service.wiring`), with FastAPI.
 
 Who is calling: on the Unix socket, the peer's uid (read by
@@ -26,7 +26,9 @@ from coorm_bridge import __version__
 from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response, status_of
 from coorm_bridge.http.metrics import BridgeCollector
 from coorm_bridge.http.routes import metrics_router, router
+from coorm_bridge.http.routes_v2 import router as router_v2
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
+from coorm_bridge.protocol_v2 import API_V2_PREFIX
 from coorm_bridge.service.errors import SessionError
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.service.wiring import Service
@@ -176,6 +178,7 @@ def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> Fas
     app.state.notifier = notifier
     app.state.registry = registry
     app.include_router(router, prefix=API_PREFIX)
+    app.include_router(router_v2, prefix=API_V2_PREFIX)
     app.include_router(metrics_router)
     app.add_exception_handler(SessionError, _refused)  # type: ignore[arg-type]
     app.add_exception_handler(Unauthenticated, _refused)  # type: ignore[arg-type]

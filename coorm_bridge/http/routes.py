@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from coorm_bridge.core.messages import CAP
+from coorm_bridge.core.messages import CAP, Event
 from coorm_bridge.core.model import (
     MAX_SEQ,
     USER_NAME_PATTERN,
@@ -158,17 +158,9 @@ async def session(bridge: TheBridge, session_id: str, user: User) -> SessionInfo
     return info
 
 
-@router.put("/sessions/{session_id}/request")
-async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature declares
-    request: Request,
-    response: Response,
-    bridge: TheBridge,
-    session_id: str,
-    body: NodesRequest,
-    user: User,
-) -> RequestAnswer:
-    """request: answered once the policy placed it (within about ``policy.interval``)."""
-    passes = await blocking(lambda: bridge.put_request(user, session_id, body.nodes, body.duration))
+async def after_pass(request: Request, response: Response, passes: int) -> None:
+    """Returns once pass number ``passes + 1`` (the one that places what was just stored) ran,
+    or after about two ``policy.interval`` at most: what a request's answer waits for."""
     # Passes call no batch system, so the next one comes within about policy.interval. The wait
     # holds no worker thread: a thousand launchers waiting here leave the threads to the others.
     notifier = request.app.state.notifier
@@ -185,6 +177,20 @@ async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature decl
             break
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(notifier.passed.wait(), timeout=left)
+
+
+@router.put("/sessions/{session_id}/request")
+async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature declares
+    request: Request,
+    response: Response,
+    bridge: TheBridge,
+    session_id: str,
+    body: NodesRequest,
+    user: User,
+) -> RequestAnswer:
+    """request: answered once the policy placed it (within about ``policy.interval``)."""
+    passes = await blocking(lambda: bridge.put_request(user, session_id, body.nodes, body.duration))
+    await after_pass(request, response, passes)
     answer: RequestAnswer = await blocking(lambda: bridge.answer(session_id))
     return answer
 
@@ -205,13 +211,28 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
 ) -> EventPage:
     """Events numbered above ``after``; waits up to ``wait`` seconds for the first one, or
     until the server stops."""
+    return await long_poll(
+        request, response, session_id, wait, lambda: bridge.events(user, session_id, after)
+    )
+
+
+async def long_poll(
+    request: Request,
+    response: Response,
+    session_id: str,
+    wait: float,
+    read: Callable[[], list[Event]],
+) -> EventPage:
+    """The events ``read`` finds (those of ``session_id`` after some number), waiting up to
+    ``wait`` seconds for the first one, or until the server stops: the long poll of both API
+    versions."""
     notifier = request.app.state.notifier
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     while True:
         waiter = notifier.register(session_id)
         try:
-            found = await blocking(lambda: bridge.events(user, session_id, after))
+            found = await blocking(read)
             left = deadline - loop.time()
             if notifier.stopping:  # the connection closes after this answer: say so
                 response.headers["connection"] = "close"

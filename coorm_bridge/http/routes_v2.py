@@ -1,0 +1,173 @@
+"""The routes of HTTP API v2 (evolving applications, CooRMv2), mounted by
+:func:`.app.create_app` under ``/v2`` beside v1's.
+
+An evolving application's session sends many typed requests (:class:`TypedRequest`), ends them
+one by one, and reads both of its views; its events come through the same long poll as v1's,
+each about one request. The service behind it is ``bridge.evolving``; these handlers only
+translate, as v1's do: same identity, same body limit, same error mapping (a v1 session given
+here is the service's 409), calls into the service in worker threads, and a new request
+answered once the pass that placed it ran (:func:`.routes.after_pass`).
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Protocol
+
+from fastapi import APIRouter, Depends, Query, Request
+from fastapi.responses import Response
+
+from coorm_bridge.core.model import MAX_SEQ, Filter
+from coorm_bridge.core.typed import TypedRequest
+from coorm_bridge.http.routes import ERRORS, User, after_pass, blocking, long_poll
+from coorm_bridge.protocol import (
+    MAX_WAIT,
+    EventPage,
+    StateAnswer,
+    SubscribeBody,
+    Subscribed,
+)
+from coorm_bridge.protocol_v2 import DoneBody, EvolvingInfo, RequestInfo
+from coorm_bridge.service.bridge import Bridge
+
+TAG = "v2: evolving applications"
+
+router = APIRouter(responses=ERRORS, tags=[TAG])
+
+
+class EvolvingService(Protocol):
+    """What these routes need of ``bridge.evolving`` (:mod:`coorm_bridge.service.evolving`);
+    every method raises the service's errors (NotFound, Conflict, Invalid, OverLimit)."""
+
+    def subscribe(self, user: str, filter: Filter, name: str | None) -> Subscribed: ...
+
+    def info(self, user: str, session_id: str) -> EvolvingInfo: ...
+
+    def request(self, user: str, session_id: str, request: TypedRequest) -> int: ...
+
+    def request_info(self, user: str, session_id: str, request_id: str) -> RequestInfo: ...
+
+    def done(
+        self, user: str, session_id: str, request_id: str, hosts: int | None
+    ) -> RequestInfo: ...
+
+    def withdraw(self, user: str, session_id: str, request_id: str) -> RequestInfo: ...
+
+    def end(self, user: str, session_id: str) -> StateAnswer: ...
+
+
+def the_bridge(request: Request) -> Bridge:
+    bridge: Bridge = request.app.state.bridge
+    return bridge
+
+
+def the_evolving(request: Request) -> EvolvingService:
+    evolving: EvolvingService = request.app.state.bridge.evolving
+    return evolving
+
+
+TheBridge = Annotated[Bridge, Depends(the_bridge)]
+TheEvolving = Annotated[EvolvingService, Depends(the_evolving)]
+
+
+@router.post("/sessions", status_code=201, summary="Subscribe an evolving application")
+async def subscribe(evolving: TheEvolving, body: SubscribeBody, user: User) -> Subscribed:
+    """One session for the application's whole life: its requests come later, one by one,
+    each on one of the clusters its filter lets through."""
+    result: Subscribed = await blocking(lambda: evolving.subscribe(user, body.filter, body.name))
+    return result
+
+
+@router.get("/sessions/{session_id}", summary="The application, its requests and both views")
+async def session(evolving: TheEvolving, session_id: str, user: User) -> EvolvingInfo:
+    """Its requests in the order sent, the non-preemptible view (where a pre-allocation or a
+    non-preemptible request sent now would fit) and the preemptible one (its share of the
+    hosts nobody holds)."""
+    info: EvolvingInfo = await blocking(lambda: evolving.info(user, session_id))
+    return info
+
+
+@router.post("/sessions/{session_id}/requests", status_code=201, summary="Send a typed request")
+async def send_request(  # noqa: PLR0917 - FastAPI passes what the signature declares
+    request: Request,
+    response: Response,
+    evolving: TheEvolving,
+    session_id: str,
+    body: TypedRequest,
+    user: User,
+) -> RequestInfo:
+    """A non-preemptible, preemptible or pre-allocation request on one cluster, maybe
+    ``next`` or ``coalloc`` to an earlier one; answered once the pass that placed it ran
+    (within about ``policy.interval``), with its estimate or its start."""
+    passes: int = await blocking(lambda: evolving.request(user, session_id, body))
+    await after_pass(request, response, passes)
+    info: RequestInfo = await blocking(lambda: evolving.request_info(user, session_id, body.id))
+    return info
+
+
+@router.get("/sessions/{session_id}/requests/{request_id}", summary="Where a request stands")
+async def request_info(
+    evolving: TheEvolving, session_id: str, request_id: str, user: User
+) -> RequestInfo:
+    info: RequestInfo = await blocking(lambda: evolving.request_info(user, session_id, request_id))
+    return info
+
+
+@router.post(
+    "/sessions/{session_id}/requests/{request_id}/done",
+    summary="End a request, or give some of its hosts back",
+)
+async def done_request(
+    evolving: TheEvolving,
+    session_id: str,
+    request_id: str,
+    user: User,
+    body: DoneBody | None = None,
+) -> RequestInfo:
+    """``{"hosts": n}`` gives ``n`` hosts back and keeps the others (an application shrinking,
+    a preemptible request answering a preemption); no body, or ``hosts`` null, ends it."""
+    hosts = None if body is None else body.hosts
+    info: RequestInfo = await blocking(lambda: evolving.done(user, session_id, request_id, hosts))
+    return info
+
+
+@router.delete(
+    "/sessions/{session_id}/requests/{request_id}", summary="Withdraw a request not started"
+)
+async def withdraw_request(
+    evolving: TheEvolving, session_id: str, request_id: str, user: User
+) -> RequestInfo:
+    info: RequestInfo = await blocking(lambda: evolving.withdraw(user, session_id, request_id))
+    return info
+
+
+@router.post("/sessions/{session_id}/done", summary="The application ended")
+async def done(evolving: TheEvolving, session_id: str, user: User) -> StateAnswer:
+    """Every request still started ends (its hosts held ``fair_start`` seconds), every waiting
+    one is dropped, and the session ends."""
+    answer: StateAnswer = await blocking(lambda: evolving.end(user, session_id))
+    return answer
+
+
+@router.delete("/sessions/{session_id}", summary="The application ended (as POST .../done)")
+async def end(evolving: TheEvolving, session_id: str, user: User) -> StateAnswer:
+    answer: StateAnswer = await blocking(lambda: evolving.end(user, session_id))
+    return answer
+
+
+@router.get("/sessions/{session_id}/events", summary="Long poll of the session's events")
+async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
+    request: Request,
+    response: Response,
+    bridge: TheBridge,
+    session_id: str,
+    user: User,
+    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
+    wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
+) -> EventPage:
+    """As v1's: events numbered above ``after``, waiting up to ``wait`` seconds for the first.
+    Each ``start``, ``ended`` and ``killed`` names its ``request``; ``change`` carries the
+    ``preemptible`` view's changes and the waiting requests' ``estimates``; ``preempt`` asks a
+    preemptible request for ``hosts`` back by ``deadline``."""
+    return await long_poll(
+        request, response, session_id, wait, lambda: bridge.events(user, session_id, after)
+    )
