@@ -316,14 +316,21 @@ class Daemon:
 
 
 def wait_for(
-    client: BridgeClient, sid: str, kind: str, after: int = 0, failsafe: float = 60
+    client: BridgeClient,
+    sid: str,
+    kind: str,
+    after: int = 0,
+    failsafe: float = 60,
+    request: str | None = None,
 ) -> Any:
-    """The session's first event of type ``kind`` after ``after``, read as a launcher reads them
-    (long polls); ``failsafe`` only stops a test whose event never comes."""
+    """The session's first event of type ``kind`` after ``after`` (about ``request``, when
+    given: an evolving application's), read as a launcher reads them (long polls);
+    ``failsafe`` only stops a test whose event never comes."""
     deadline = time.monotonic() + failsafe
     while time.monotonic() < deadline:
         for event in client.events(sid, after=after, wait=5):
             after = event.seq
-            if event.type == kind:
+            if event.type == kind and (request is None or event.request == request):
                 return event
-    raise AssertionError(f"no {kind} event for {sid}")
+    about = "" if request is None else f" about {request}"
+    raise AssertionError(f"no {kind} event{about} for {sid}")
