@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Annotated, Protocol
 
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
 from fastapi.responses import Response
 
 from coorm_bridge.core.model import MAX_SEQ, Filter
@@ -61,7 +61,11 @@ def the_bridge(request: Request) -> Bridge:
 
 
 def the_evolving(request: Request) -> EvolvingService:
-    evolving: EvolvingService = request.app.state.bridge.evolving
+    """``bridge.evolving``, which the composition root sets (a bridge assembled without it
+    answers v2 with a 404, as a daemon older than v2 would)."""
+    evolving: EvolvingService | None = getattr(request.app.state.bridge, "evolving", None)
+    if evolving is None:
+        raise HTTPException(404, "this bridge serves no evolving applications (API v2)")
     return evolving
 
 
