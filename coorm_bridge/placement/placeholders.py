@@ -42,6 +42,9 @@ class Placeholders:
         self.adapter = adapter
         self.store = store
         self.prefix = prefix
+        self.choose: Callable[[SessionRow, str, int, int], tuple[str, ...]] | None = None
+        """Hosts to name for a new placeholder (row, cluster, hosts, start), or none: set by the
+        composition root so that placeholders avoid hosts that preemptible work uses (API v2)."""
 
     # -- holding ------------------------------------------------------------------------------
 
@@ -141,7 +144,7 @@ class Placeholders:
                 nodes=nodes,
                 start=start,
                 end=end,
-                host_names=self._taken_over(row),
+                host_names=self._taken_over(row) or self._chosen(row, nodes, start),
             )
         except CoAllocationFailed as failed:
             leftovers = {cluster for cluster, _ in failed.leftovers}
@@ -154,6 +157,16 @@ class Placeholders:
             raise
         with self.store.transaction():
             return {c: self.record(row.id, h, HELD) for c, h in handles.items()}
+
+    def _chosen(
+        self, row: SessionRow, nodes: Mapping[str, int], start: int
+    ) -> dict[str, tuple[str, ...]]:
+        if self.choose is None:
+            return {}
+        named = {
+            cluster: self.choose(row, cluster, hosts, start) for cluster, hosts in nodes.items()
+        }
+        return {cluster: names for cluster, names in named.items() if names}
 
     def _taken_over(self, row: SessionRow) -> dict[str, tuple[str, ...]]:
         """An announced update (API v2: a ``next`` request) is held on its related request's

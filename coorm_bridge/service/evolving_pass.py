@@ -63,6 +63,10 @@ class EvolvingPass:
         self._sent: dict[str, Views] = {}
         self._told: dict[str, dict[str, int | None]] = {}
         self._shares: dict[str, dict[str, Profile]] = {}
+        self._fresh: dict[str, SessionRow] = {}
+        self._preemptible_hosts: dict[str, frozenset[str]] = {}
+        """Per cluster, the hosts started preemptible requests use (as of the last pass)."""
+        """Rows written during this pass, by id (the pass's lists hold them as they were)."""
         self.due: list[int] = []
         """When the last pass's decisions need a pass again: deadlines and ends."""
         self.again = False
@@ -126,20 +130,53 @@ class EvolvingPass:
                     if inner.typed is not None and inner.typed.inside == child.name:
                         self.close(inner, now, f"its pre-allocation {child.name} ended")
             done = max(now, child.started_at or now)
-            return self.recorder.update(child, now, state=AppState.FINISH_SENT, done_at=done)
+            return self._write(child, now, state=AppState.FINISH_SENT, done_at=done)
         done_at = max(now, child.started_at or now)
         if why is not None:
             self.recorder.emit_for(child, {"type": "killed", "time": now, "reason": why})
-        child = self.recorder.update(child, now, state=AppState.FINISHED, done_at=done_at)
+        child = self._write(child, now, state=AppState.FINISHED, done_at=done_at)
         self.recorder.emit_for(child, {"type": "ended", "time": now, "state": child.state})
         return child
 
+    def _write(self, child: SessionRow, now: int, **fields: object) -> SessionRow:
+        fresh = self.recorder.update(child, now, **fields)
+        self._fresh[fresh.id] = fresh
+        return fresh
+
+    def hosts_for(self, row: SessionRow, cluster: str, hosts: int, start: int) -> tuple[str, ...]:
+        """Hosts for a placeholder of ``row`` starting at ``start``, named when preemptible work
+        runs on ``cluster`` now: idle ones it does not use, so that the placeholder does not
+        land on hosts a preemptible request keeps (the batch system sees them idle when no job
+        of its runs there yet). Empty: let the batch system choose (the usual case)."""
+        shot = self.poller.status(cluster).snapshot
+        if shot is None or start > shot.time + 60:
+            return ()
+        used = self._preemptible_hosts.get(cluster)
+        if not used:
+            return ()
+        busy = {h for j in shot.jobs if j.state is JobState.RUNNING for h in j.host_names}
+        busy |= {h for r in shot.reservations if r.start <= start < r.end for h in r.host_names}
+        idle = [
+            n.name
+            for n in shot.nodes
+            if n.state is NodeState.UP and n.name not in busy and n.name not in used
+        ]
+        return tuple(idle[:hosts]) if len(idle) >= hosts else ()
+
     def give_back(self, child: SessionRow, hosts: int, now: int) -> SessionRow:
-        """Keep running on fewer hosts (the last ``hosts`` of its list go back)."""
+        """Keep running on fewer hosts: those a placeholder of the bridge holds now go back
+        first (a request that preempted this one may already hold them), then the last."""
         typed, request = child.typed, child.request
         assert typed is not None
         assert request is not None
-        kept = typed.host_names[: len(typed.host_names) - hosts]
+        held = {
+            host
+            for p in self.store.placeholders()
+            if p.cluster == child.clusters[0] and p.start <= now < p.end
+            for host in p.host_names
+        }
+        names = sorted(typed.host_names, key=lambda host: host in held)  # stable: others first
+        kept = tuple(names[: len(names) - hosts])
         left = request.hosts - hosts
         owed = None if typed.give_back is None or typed.give_back <= hosts else typed.give_back
         typed = typed.model_copy(
@@ -157,7 +194,7 @@ class EvolvingPass:
 
     def run(self, rows: dict[str, SessionRow], plan: Plan, now: int) -> list[tuple[str, Cancel]]:
         """Inside the pass's transaction, after v1's records: returns the cancellations due."""
-        self.again, self.due = False, []
+        self.again, self.due, self._fresh = False, [], {}
         parents = {sid: row for sid, row in rows.items() if row.evolving}
         children: dict[str, list[SessionRow]] = {sid: [] for sid in parents}
         for row in list(rows.values()):
@@ -185,7 +222,14 @@ class EvolvingPass:
             ]
         cancels += self._preemptible(parents, children, plan, now)
         for sid, parent in parents.items():
-            self._tell(parent, children[sid], plan, now)
+            self._tell(parent, [self._fresh.get(c.id, c) for c in children[sid]], plan, now)
+        used: dict[str, set[str]] = {}
+        for mine in children.values():
+            for old in mine:
+                c = self._fresh.get(old.id, old)
+                if c.typed is not None and c.typed.type is PRE and c.state is AppState.STARTED:
+                    used.setdefault(c.clusters[0], set()).update(c.typed.host_names)
+        self._preemptible_hosts = {cluster: frozenset(h) for cluster, h in used.items()}
         for gone in self._views.keys() - parents.keys():
             self._views.pop(gone, None)
             self._sent.pop(gone, None)
@@ -311,7 +355,7 @@ class EvolvingPass:
                     self.due.append(max(deadline, now + 1))
                 if (typed.preempt_by, typed.give_back) != (deadline, give):
                     new = typed.model_copy(update={"preempt_by": deadline, "give_back": give})
-                    self.recorder.update(child, now, typed=new)
+                    self._write(child, now, typed=new)
                     if due is not None:
                         event = {
                             "type": "preempt",
@@ -328,7 +372,7 @@ class EvolvingPass:
                 self._start(child, given, now)
                 self.again = True
             elif start != child.estimated_start or child.state is AppState.REQUEST_SENT:
-                self.recorder.update(child, now, state=AppState.WAITING, estimated_start=start)
+                self._write(child, now, state=AppState.WAITING, estimated_start=start)
         return cancels
 
     def _start(self, child: SessionRow, hosts: list[str], now: int) -> None:
@@ -338,8 +382,8 @@ class EvolvingPass:
         end = now + request.duration
         typed = typed.model_copy(update={"host_names": tuple(hosts)})
         if child.state is AppState.REQUEST_SENT:
-            child = self.recorder.update(child, now, state=AppState.WAITING)
-        child = self.recorder.update(
+            child = self._write(child, now, state=AppState.WAITING)
+        child = self._write(
             child,
             now,
             state=AppState.STARTED,
@@ -388,7 +432,10 @@ class EvolvingPass:
         except KeyError:
             placed = {}
         np_view = self.rules.clip(parent.owner, placed)
-        pre_view = self.rules.clip(parent.owner, self._shares.get(parent.id, {}))
+        shares = self._shares.get(parent.id, {})
+        pre_view = self.rules.clip(
+            parent.owner, {c: shares[c] for c in parent.clusters if c in shares}
+        )
         self._views[parent.id] = (np_view, pre_view)
         sent_np, sent_pre = self._sent.get(parent.id, ({}, {}))
         told = self._told.setdefault(parent.id, {})

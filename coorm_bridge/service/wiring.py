@@ -206,6 +206,7 @@ def assemble(
         lock=lock,
     )
     bridge.evolving = Evolving(bridge, views)
+    placeholders.choose = views.hosts_for
     jobs = JobDesk(
         adapter=adapter,
         store=store,

@@ -158,11 +158,6 @@ def test_a_preemptible_request_not_given_back_is_killed_past_its_deadline(daemon
         assert client.request_info(first, "p").state is not AppState.STARTED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="service: give_back keeps the first hosts of the preemptible request, and the mock "
-    "places the preempting request's placeholder on those same hosts (both on c2-0, c2-1)",
-)
 def test_a_preemptible_request_that_gives_hosts_back_keeps_the_others(daemon):
     with daemon.evolving() as client:
         first, second, start, preempt = preempted_application(daemon, client, wanted=2)
