@@ -48,6 +48,8 @@ class RequestInfo(Frozen):
     """A spontaneous update: the pre-allocation whose hosts it runs on."""
     preempt_by: Time | None = None
     give_back: Annotated[int, Field(ge=1)] | None = None
+    give_back_hosts: tuple[Name, ...] = ()
+    """The hosts to give back by ``preempt_by`` (``give_back`` of them)."""
 
 
 class EvolvingInfo(Frozen):

@@ -239,6 +239,9 @@ class PreemptEvent(EventBase):
     type: Literal["preempt"] = "preempt"
     hosts: Annotated[int, Field(ge=1, strict=True)]
     deadline: Time
+    host_names: list[Name] = Field(default_factory=list)
+    """Which of its hosts (the others are its to keep): a request that needs them may be
+    placed on them from the deadline."""
 
 
 class EndedEvent(EventBase):

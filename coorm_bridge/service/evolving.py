@@ -318,5 +318,6 @@ class Evolving:
             reservation=None if placeholder is None else placeholder.name,
             inside=typed.inside,
             preempt_by=typed.preempt_by,
-            give_back=typed.give_back,
+            give_back=len(typed.give_back) or None,
+            give_back_hosts=typed.give_back,
         )

@@ -65,6 +65,9 @@ class EvolvingPass:
         self._shares: dict[str, dict[str, Profile]] = {}
         self._fresh: dict[str, SessionRow] = {}
         self._preemptible_hosts: dict[str, frozenset[str]] = {}
+        self._given_back: dict[str, tuple[str, ...]] = {}
+        self._named: dict[tuple[str | None, str | None], SessionRow] = {}
+        self._followed: set[tuple[str | None, str | None]] = set()
         """Per cluster, the hosts started preemptible requests use (as of the last pass)."""
         """Rows written during this pass, by id (the pass's lists hold them as they were)."""
         self.due: list[int] = []
@@ -78,23 +81,39 @@ class EvolvingPass:
 
     # -- what the v1 table needs --------------------------------------------------------------
 
-    @staticmethod
-    def placement(row: SessionRow, rows: Mapping[str, SessionRow]) -> tuple[int | None, int | None]:
-        """(not_before, ghost) of a request row in the v1 table: a ``next`` request is placed
-        no earlier than its related one's end (never while that one has not started), and a
-        request with a ``next`` one waiting hands its hosts over at done, without a ghost."""
+    def index(self, rows: Mapping[str, SessionRow]) -> None:
+        """Requests by (application, request id), and those a waiting ``next`` one follows:
+        built once per pass so that each request's look-ups cost nothing."""
+        self._named = {
+            (row.parent, row.name): row
+            for row in rows.values()
+            if row.parent is not None and row.name is not None
+        }
+        self._followed = {
+            (row.parent, row.typed.related_to)
+            for row in self._named.values()
+            if row.typed is not None
+            and row.typed.related_how is Relation.NEXT
+            and row.state in PLACED
+        }
+
+    def placement(self, row: SessionRow) -> tuple[int | None, int | None]:
+        """(not_before, ghost) of a request row in the v1 table (after :meth:`index`): a
+        ``next`` request is placed no earlier than its related one's end (never while that one
+        has not started), and a request with a ``next`` one waiting hands its hosts over at
+        done, without a ghost."""
         typed = row.typed
         if typed is None:
             return None, None
         not_before = None
         if typed.related_how is Relation.NEXT and row.state in PLACED:
-            related = _sibling(row, typed.related_to, rows)
+            related = self._named.get((row.parent, typed.related_to))
             if related is None or related.started_at is None or related.request is None:
                 not_before = MAX_TIME
             else:
                 end = related.started_at + related.request.duration
                 not_before = related.done_at if related.done_at is not None else end
-        ghost = 0 if _next_waits(row, rows) else None
+        ghost = 0 if (row.parent, row.name) in self._followed else None
         return not_before, ghost
 
     # -- the session operations' writes -------------------------------------------------------
@@ -154,36 +173,32 @@ class EvolvingPass:
         used = self._preemptible_hosts.get(cluster)
         if not used:
             return ()
+        given = self._given_back.get(cluster, ())
         busy = {h for j in shot.jobs if j.state is JobState.RUNNING for h in j.host_names}
         busy |= {h for r in shot.reservations if r.start <= start < r.end for h in r.host_names}
-        idle = [
-            n.name
-            for n in shot.nodes
-            if n.state is NodeState.UP and n.name not in busy and n.name not in used
-        ]
+        free = [n.name for n in shot.nodes if n.state is NodeState.UP and n.name not in busy]
+        # Those a preemption named first (theirs from the deadline), then idle ones.
+        idle = [h for h in given if h in free] + [h for h in free if h not in used]
         return tuple(idle[:hosts]) if len(idle) >= hosts else ()
 
     def give_back(self, child: SessionRow, hosts: int, now: int) -> SessionRow:
-        """Keep running on fewer hosts: those a placeholder of the bridge holds now go back
-        first (a request that preempted this one may already hold them), then the last."""
+        """Keep running on fewer hosts: those a preemption named go back first (a request
+        that needs them may be placed there), then the last ones."""
         typed, request = child.typed, child.request
         assert typed is not None
         assert request is not None
-        held = {
-            host
-            for p in self.store.placeholders()
-            if p.cluster == child.clusters[0] and p.start <= now < p.end
-            for host in p.host_names
-        }
-        names = sorted(typed.host_names, key=lambda host: host in held)  # stable: others first
-        kept = tuple(names[: len(names) - hosts])
+        named = set(typed.give_back)
+        names = sorted(typed.host_names, key=lambda host: host in named)  # stable: others first
+        kept, given = tuple(names[: len(names) - hosts]), set(names[len(names) - hosts :])
+        owed = tuple(host for host in typed.give_back if host not in given)
+        if len(owed) > len(kept):  # more than it keeps cannot be owed
+            owed = owed[: len(kept)]
         left = request.hosts - hosts
-        owed = None if typed.give_back is None or typed.give_back <= hosts else typed.give_back
         typed = typed.model_copy(
             update={
                 "host_names": kept,
-                "give_back": None if owed is None else owed - hosts,
-                "preempt_by": None if owed is None else typed.preempt_by,
+                "give_back": owed,
+                "preempt_by": typed.preempt_by if owed else None,
             }
         )
         smaller = request.model_copy(update={"nodes": {child.clusters[0]: left}})
@@ -223,18 +238,25 @@ class EvolvingPass:
         cancels += self._preemptible(parents, children, plan, now)
         for sid, parent in parents.items():
             self._tell(parent, [self._fresh.get(c.id, c) for c in children[sid]], plan, now)
-        used: dict[str, set[str]] = {}
-        for mine in children.values():
-            for old in mine:
-                c = self._fresh.get(old.id, old)
-                if c.typed is not None and c.typed.type is PRE and c.state is AppState.STARTED:
-                    used.setdefault(c.clusters[0], set()).update(c.typed.host_names)
-        self._preemptible_hosts = {cluster: frozenset(h) for cluster, h in used.items()}
+        self._remember([self._fresh.get(c.id, c) for mine in children.values() for c in mine])
         for gone in self._views.keys() - parents.keys():
             self._views.pop(gone, None)
             self._sent.pop(gone, None)
             self._told.pop(gone, None)
         return cancels
+
+    def _remember(self, rows: list[SessionRow]) -> None:
+        """Per cluster, the hosts preemptible work uses and those it was told to give back:
+        what a new placeholder avoids, or takes first (:meth:`hosts_for`)."""
+        used: dict[str, set[str]] = {}
+        given: dict[str, list[str]] = {}
+        for c in rows:
+            if c.typed is None or c.typed.type is not PRE or c.state is not AppState.STARTED:
+                continue
+            used.setdefault(c.clusters[0], set()).update(c.typed.host_names)
+            given.setdefault(c.clusters[0], []).extend(c.typed.give_back)
+        self._preemptible_hosts = {cluster: frozenset(h) for cluster, h in used.items()}
+        self._given_back = {cluster: tuple(h) for cluster, h in given.items() if h}
 
     def lend(
         self, free: dict[str, Profile], rows: Mapping[str, SessionRow], now: int
@@ -266,7 +288,8 @@ class EvolvingPass:
         if typed is None or child.state is not AppState.STARTED:
             return child
         if typed.inside is not None:
-            pa = _sibling(child, typed.inside, rows)
+            pa = self._named.get((child.parent, typed.inside))
+            pa = None if pa is None else rows.get(pa.id, pa)
             if pa is None or pa.state is not AppState.STARTED:
                 return self.close(child, now, f"its pre-allocation {typed.inside} ended")
         if (typed.inside is not None or typed.type is PRE) and (child.alloc_end or 0) <= now:
@@ -342,7 +365,7 @@ class EvolvingPass:
                 due = owed.get(name or "")
                 told = typed.preempt_by
                 if due is not None and told is not None and told <= now and due.deadline <= now:
-                    why = f"preempted: {typed.give_back} hosts not given back by {told}"
+                    why = f"preempted: {len(typed.give_back)} hosts not given back by {told}"
                     self.close(child, now, why)
                     self.again = True
                     cancels.append(
@@ -350,7 +373,7 @@ class EvolvingPass:
                     )
                     continue
                 deadline = None if due is None else due.deadline
-                give = None if due is None else due.hosts
+                give = _given(typed.host_names, typed.give_back, 0 if due is None else due.hosts)
                 if deadline is not None:  # told now, it is checked at the next second
                     self.due.append(max(deadline, now + 1))
                 if (typed.preempt_by, typed.give_back) != (deadline, give):
@@ -360,8 +383,9 @@ class EvolvingPass:
                         event = {
                             "type": "preempt",
                             "time": now,
-                            "hosts": give,
+                            "hosts": len(give),
                             "deadline": deadline,
+                            "host_names": list(give),
                         }
                         self.recorder.emit_for(child, event)
                 continue
@@ -426,7 +450,12 @@ class EvolvingPass:
     # -- telling ------------------------------------------------------------------------------
 
     def _tell(self, parent: SessionRow, rows: list[SessionRow], plan: Plan, now: int) -> None:
-        """One change event when either view or a waiting request's estimate changed."""
+        """One change event when either view or a waiting request's estimate changed.
+
+        The preemptible view is told only for the clusters where the application asks for
+        preemptible hosts: it is what everyone's requests leave, so it moves with any request
+        anywhere, and telling every application every move would cost a pass one event per
+        application (``GET /v2/sessions/{id}`` shows all of it)."""
         try:  # at its place in the order: what its next request would be placed in
             placed = plan.view(parent.id)
         except KeyError:
@@ -446,8 +475,10 @@ class EvolvingPass:
             and c.name is not None
             and told.get(c.name, -1) != c.estimated_start
         }
+        asked = {c.clusters[0] for c in rows if c.typed is not None and c.typed.type is PRE}
+        pre_told = {c: profile for c, profile in pre_view.items() if c in asked}
         changes = availability_changes(sent_np, np_view, now)
-        pre_changes = availability_changes(sent_pre, pre_view, now)
+        pre_changes = availability_changes(sent_pre, pre_told, now)
         if changes or pre_changes or estimates:
             event = {
                 "type": "change",
@@ -458,30 +489,15 @@ class EvolvingPass:
             }
             self.recorder.emit(parent.id, event)
             told.update(estimates)
-            self._sent[parent.id] = (np_view, pre_view)
+            self._sent[parent.id] = (np_view, pre_told)
 
 
-def _sibling(
-    row: SessionRow, name: str | None, rows: Mapping[str, SessionRow]
-) -> SessionRow | None:
-    for other in rows.values():
-        if other.parent == row.parent and other.name == name and other.parent is not None:
-            return other
-    return None
-
-
-def _next_waits(row: SessionRow, rows: Mapping[str, SessionRow]) -> bool:
-    """A ``next`` request waits to take over this request's hosts."""
-    if row.parent is None:
-        return False
-    return any(
-        other.parent == row.parent
-        and other.typed is not None
-        and other.typed.related_to == row.name
-        and other.typed.related_how is Relation.NEXT
-        and other.state in PLACED
-        for other in rows.values()
-    )
+def _given(hosts: tuple[str, ...], named: tuple[str, ...], count: int) -> tuple[str, ...]:
+    """Which ``count`` of ``hosts`` to give back: those named already (the preemption told
+    stays as it was), then the last ones."""
+    kept = [h for h in named if h in hosts][:count]
+    rest = [h for h in reversed(hosts) if h not in kept]
+    return tuple(kept + rest[: count - len(kept)])
 
 
 def _preemptible_on(rows: list[SessionRow], cluster: str) -> list[SessionRow]:

@@ -171,16 +171,16 @@ class PassRunner:
         cannot be read as an application is set aside, alone."""
         apps, waits = self._apps, self.enactor.not_before()
         table = []
-        self._any_evolving = False
+        self._any_evolving = any(row.evolving or row.parent for row in rows.values())
+        if self._any_evolving:
+            self.evolving.index(rows)
         for session_id, row in list(rows.items()):
-            if row.evolving or row.parent is not None:
-                self._any_evolving = True
-                if not in_v1_table(row):
-                    continue
+            if self._any_evolving and not in_v1_table(row):
+                continue
             not_before = waits.get(session_id)
             ghost = None
             if row.typed is not None:  # a request of an evolving application
-                after, ghost = self.evolving.placement(row, rows)
+                after, ghost = self.evolving.placement(row)
                 if after is not None:
                     not_before = max(not_before or 0, after)
             cached = apps.get(session_id)

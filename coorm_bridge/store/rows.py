@@ -59,8 +59,8 @@ class Typed(Frozen):
     """A spontaneous update: the started pre-allocation (request id) whose hosts it uses."""
     host_names: tuple[Name, ...] = ()
     """The hosts of a request started inside a pre-allocation, or of a preemptible one."""
-    give_back: Annotated[int, Field(ge=1, strict=True)] | None = None
-    """A preemptible request told to give this many hosts back by ``preempt_by``."""
+    give_back: tuple[Name, ...] = ()
+    """A preemptible request told to give these of its hosts back by ``preempt_by``."""
     preempt_by: Time | None = None
 
 
