@@ -183,8 +183,11 @@ def bridge_passes(
                         append.append(timed(partial(passes.run, now)))
             finally:
                 service.close()
-    best = lambda runs: (min(r[0] for r in runs), min(r[1] for r in runs))  # noqa: E731
     return best(full), best(append)
+
+
+def best(runs: Sequence[tuple[float, float]]) -> tuple[float, float]:
+    return min(cpu for cpu, _ in runs), min(wall for _, wall in runs)
 
 
 def main() -> None:
