@@ -250,7 +250,7 @@ class Evolving:
                 continue
             if now + request.duration > pa.alloc_end:
                 continue
-            if len(self.views.unused(pa, children)) >= request.hosts:
+            if len(self.views.book.unused(pa, children)) >= request.hosts:
                 return pa
         return None
 
@@ -266,7 +266,7 @@ class Evolving:
     ) -> None:
         """Started at once on hosts of the pre-allocation, and told so in the same commit."""
         store, recorder = self.bridge.store, self.bridge.recorder
-        hosts = self.views.unused(pa, store.requests_of(row.id))[: request.hosts]
+        hosts = self.views.book.unused(pa, store.requests_of(row.id))[: request.hosts]
         placeholder = store.placeholder(pa.id, request.cluster)
         typed = typed.model_copy(update={"inside": pa.name, "host_names": tuple(hosts)})
         end = now + request.duration

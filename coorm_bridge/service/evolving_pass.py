@@ -16,17 +16,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping
 
-from coorm_bridge.core.batch import JobState, NodeState
 from coorm_bridge.core.messages import Allocation, availability_changes
 from coorm_bridge.core.model import MAX_TIME
 from coorm_bridge.core.policy import Plan
-from coorm_bridge.core.preemptible import Claim, Outcome, Running, Waiting, share_cluster
+from coorm_bridge.core.preemptible import Outcome, share_cluster
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.core.typed import Relation, RequestType
 from coorm_bridge.service.batchrules import BatchRules
 from coorm_bridge.service.enactor import Cancel
 from coorm_bridge.service.polling import Poller
+from coorm_bridge.service.preemption import HostBook, claim, preemptible_on, to_give
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.store import SessionRow, Store
 
@@ -64,12 +64,11 @@ class EvolvingPass:
         self._told: dict[str, dict[str, int | None]] = {}
         self._shares: dict[str, dict[str, Profile]] = {}
         self._fresh: dict[str, SessionRow] = {}
-        self._preemptible_hosts: dict[str, frozenset[str]] = {}
-        self._given_back: dict[str, tuple[str, ...]] = {}
+        """Rows written during this pass, by id (the pass's lists hold them as they were)."""
         self._named: dict[tuple[str | None, str | None], SessionRow] = {}
         self._followed: set[tuple[str | None, str | None]] = set()
-        """Per cluster, the hosts started preemptible requests use (as of the last pass)."""
-        """Rows written during this pass, by id (the pass's lists hold them as they were)."""
+        self.book = HostBook(store=store, poller=poller)
+        """The hosts of preemptible work (:mod:`.preemption`)."""
         self.due: list[int] = []
         """When the last pass's decisions need a pass again: deadlines and ends."""
         self.again = False
@@ -118,19 +117,6 @@ class EvolvingPass:
 
     # -- the session operations' writes -------------------------------------------------------
 
-    def unused(self, pa: SessionRow, children: list[SessionRow]) -> list[str]:
-        """A started pre-allocation's hosts that no request started inside it uses."""
-        held = self.store.placeholder(pa.id, pa.clusters[0])
-        if held is None:
-            return []
-        used = {
-            host
-            for c in children
-            if c.typed is not None and c.typed.inside == pa.name and c.state is AppState.STARTED
-            for host in c.typed.host_names
-        }
-        return [host for host in held.host_names if host not in used]
-
     def close(self, child: SessionRow, now: int, why: str | None = None) -> SessionRow:
         """End one request: withdrawn if pending; done if held in a batch system (its ghost
         follows); finished at once if it ran inside a pre-allocation or preemptibly (``why``:
@@ -161,25 +147,6 @@ class EvolvingPass:
         fresh = self.recorder.update(child, now, **fields)
         self._fresh[fresh.id] = fresh
         return fresh
-
-    def hosts_for(self, row: SessionRow, cluster: str, hosts: int, start: int) -> tuple[str, ...]:
-        """Hosts for a placeholder of ``row`` starting at ``start``, named when preemptible work
-        runs on ``cluster`` now: idle ones it does not use, so that the placeholder does not
-        land on hosts a preemptible request keeps (the batch system sees them idle when no job
-        of its runs there yet). Empty: let the batch system choose (the usual case)."""
-        shot = self.poller.status(cluster).snapshot
-        if shot is None or start > shot.time + 60:
-            return ()
-        used = self._preemptible_hosts.get(cluster)
-        if not used:
-            return ()
-        given = self._given_back.get(cluster, ())
-        busy = {h for j in shot.jobs if j.state is JobState.RUNNING for h in j.host_names}
-        busy |= {h for r in shot.reservations if r.start <= start < r.end for h in r.host_names}
-        free = [n.name for n in shot.nodes if n.state is NodeState.UP and n.name not in busy]
-        # Those a preemption named first (theirs from the deadline), then idle ones.
-        idle = [h for h in given if h in free] + [h for h in free if h not in used]
-        return tuple(idle[:hosts]) if len(idle) >= hosts else ()
 
     def give_back(self, child: SessionRow, hosts: int, now: int) -> SessionRow:
         """Keep running on fewer hosts: those a preemption named go back first (a request
@@ -238,49 +205,12 @@ class EvolvingPass:
         cancels += self._preemptible(parents, children, plan, now)
         for sid, parent in parents.items():
             self._tell(parent, [self._fresh.get(c.id, c) for c in children[sid]], plan, now)
-        self._remember([self._fresh.get(c.id, c) for mine in children.values() for c in mine])
+        self.book.remember([self._fresh.get(c.id, c) for mine in children.values() for c in mine])
         for gone in self._views.keys() - parents.keys():
             self._views.pop(gone, None)
             self._sent.pop(gone, None)
             self._told.pop(gone, None)
         return cancels
-
-    def _remember(self, rows: list[SessionRow]) -> None:
-        """Per cluster, the hosts preemptible work uses and those it was told to give back:
-        what a new placeholder avoids, or takes first (:meth:`hosts_for`)."""
-        used: dict[str, set[str]] = {}
-        given: dict[str, list[str]] = {}
-        for c in rows:
-            if c.typed is None or c.typed.type is not PRE or c.state is not AppState.STARTED:
-                continue
-            used.setdefault(c.clusters[0], set()).update(c.typed.host_names)
-            given.setdefault(c.clusters[0], []).extend(c.typed.give_back)
-        self._preemptible_hosts = {cluster: frozenset(h) for cluster, h in used.items()}
-        self._given_back = {cluster: tuple(h) for cluster, h in given.items() if h}
-
-    def lend(
-        self, free: dict[str, Profile], rows: Mapping[str, SessionRow], now: int
-    ) -> dict[str, Profile]:
-        """``free`` with the hosts of preemptible work given back: the owner's jobs on a started
-        preemptible request's hosts (outside reservations) are load to the batch system, not to
-        the views: the bridge takes those hosts back when it must."""
-        lent = dict(free)
-        for row in rows.values():
-            typed = row.typed
-            if typed is None or typed.type is not PRE or row.state is not AppState.STARTED:
-                continue
-            cluster = row.clusters[0]
-            shot = self.poller.status(cluster).snapshot
-            if shot is None or cluster not in lent:
-                continue
-            hosts = set(typed.host_names)
-            for job in shot.jobs:
-                mine = job.user == row.owner and job.reservation is None
-                if mine and job.state is JobState.RUNNING and set(job.host_names) <= hosts:
-                    end = job.end
-                    if end is not None and end > now:
-                        lent[cluster] = lent[cluster].add(job.hosts, now, end)
-        return lent
 
     def _settle(self, child: SessionRow, rows: Mapping[str, SessionRow], now: int) -> SessionRow:
         """A request inside a pre-allocation ends with it, or at its own end."""
@@ -296,29 +226,6 @@ class EvolvingPass:
             return self.close(child, now, f"the allocation ended at {child.alloc_end} without done")
         return child
 
-    def _pool(
-        self, plan: Plan, parents: Mapping[str, list[SessionRow]], now: int
-    ) -> dict[str, Profile]:
-        """What preemptible work may use per cluster: what the v1 pass leaves free, and the
-        unused hosts of started pre-allocations until their end."""
-        pool = dict(plan.left)
-        for rows in parents.values():
-            for pa in rows:
-                if pa.typed is None or pa.typed.type is not PA or pa.state is not AppState.STARTED:
-                    continue
-                cluster, end = pa.clusters[0], pa.alloc_end or now
-                if cluster not in pool or end <= now:
-                    continue
-                extra = _ZERO.add(len(self.unused(pa, rows)), now, end)
-                for inner in rows:
-                    typed, until = inner.typed, inner.alloc_end or now
-                    if typed is None or typed.inside != pa.name or until >= end:
-                        continue
-                    if inner.state is AppState.STARTED:  # its hosts come back at its end
-                        extra = extra.add(len(typed.host_names), until, end)
-                pool[cluster] = pool[cluster] + extra.clamped(0)
-        return pool
-
     def _preemptible(
         self,
         parents: Mapping[str, SessionRow],
@@ -330,14 +237,14 @@ class EvolvingPass:
         there (:func:`~coorm_bridge.core.preemptible.share_cluster`, in subscription order):
         starts, preemptions, kills past a deadline; and every application's preemptible view
         (its share, or what nobody claims when it asks for nothing there)."""
-        pool = self._pool(plan, children, now)
+        pool = self.book.pool(plan, children, now)
         cancels: list[tuple[str, Cancel]] = []
         self._shares = {sid: {} for sid in parents}
         for cluster, free in sorted(pool.items()):
-            mine = {sid: _preemptible_on(children[sid], cluster) for sid in parents}
-            claims = {sid: _claim(rows, now) for sid, rows in mine.items() if rows}
+            mine = {sid: preemptible_on(children[sid], cluster) for sid in parents}
+            claims = {sid: claim(rows, now) for sid, rows in mine.items() if rows}
             outcomes, unclaimed = share_cluster(free.clamped(0), claims, now)
-            idle = self._idle(cluster, children, now) if outcomes else []
+            idle = self.book.idle(cluster, children, now) if outcomes else []
             for sid in parents:
                 outcome = outcomes.get(sid)
                 self._shares[sid][cluster] = unclaimed if outcome is None else outcome.share
@@ -373,7 +280,7 @@ class EvolvingPass:
                     )
                     continue
                 deadline = None if due is None else due.deadline
-                give = _given(typed.host_names, typed.give_back, 0 if due is None else due.hosts)
+                give = to_give(typed.host_names, typed.give_back, 0 if due is None else due.hosts)
                 if deadline is not None:  # told now, it is checked at the next second
                     self.due.append(max(deadline, now + 1))
                 if (typed.preempt_by, typed.give_back) != (deadline, give):
@@ -422,31 +329,6 @@ class EvolvingPass:
         )
         log.info("preemptible request %s of %s started on %s", child.name, child.parent, hosts)
 
-    def _idle(self, cluster: str, children: Mapping[str, list[SessionRow]], now: int) -> list[str]:
-        """Hosts of ``cluster`` that run nothing now and no reservation holds (the last
-        snapshot), then unused hosts of started pre-allocations; less those that preemptible
-        requests already use."""
-        shot = self.poller.status(cluster).snapshot
-        taken = {
-            host
-            for rows in children.values()
-            for c in rows
-            if c.typed is not None and c.typed.type is PRE and c.state is AppState.STARTED
-            for host in c.typed.host_names
-        }
-        idle: list[str] = []
-        if shot is not None:
-            busy = {h for j in shot.jobs if j.state is JobState.RUNNING for h in j.host_names}
-            busy |= {h for r in shot.reservations if r.start <= now < r.end for h in r.host_names}
-            idle = [n.name for n in shot.nodes if n.state is NodeState.UP and n.name not in busy]
-        for rows in children.values():
-            for pa in rows:
-                typed = pa.typed
-                started = pa.state is AppState.STARTED and pa.clusters == (cluster,)
-                if started and typed is not None and typed.type is PA:
-                    idle += self.unused(pa, rows)
-        return [h for h in dict.fromkeys(idle) if h not in taken]
-
     # -- telling ------------------------------------------------------------------------------
 
     def _tell(self, parent: SessionRow, rows: list[SessionRow], plan: Plan, now: int) -> None:
@@ -490,29 +372,3 @@ class EvolvingPass:
             self.recorder.emit(parent.id, event)
             told.update(estimates)
             self._sent[parent.id] = (np_view, pre_told)
-
-
-def _given(hosts: tuple[str, ...], named: tuple[str, ...], count: int) -> tuple[str, ...]:
-    """Which ``count`` of ``hosts`` to give back: those named already (the preemption told
-    stays as it was), then the last ones."""
-    kept = [h for h in named if h in hosts][:count]
-    rest = [h for h in reversed(hosts) if h not in kept]
-    return tuple(kept + rest[: count - len(kept)])
-
-
-def _preemptible_on(rows: list[SessionRow], cluster: str) -> list[SessionRow]:
-    return [
-        c for c in rows if c.typed is not None and c.typed.type is PRE and c.clusters == (cluster,)
-    ]
-
-
-def _claim(rows: list[SessionRow], now: int) -> Claim:
-    """An application's preemptible requests on one cluster, as the core policy reads them."""
-    claim = Claim()
-    for c in rows:
-        assert c.request is not None
-        if c.state is AppState.STARTED and c.started_at is not None and c.alloc_end is not None:
-            claim.running.append(Running(c.name or "", c.request.hosts, c.started_at, c.alloc_end))
-        elif c.state in PLACED:
-            claim.waiting.append(Waiting(c.name or "", c.request.hosts, c.request.duration, now))
-    return claim

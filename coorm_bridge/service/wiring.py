@@ -206,7 +206,7 @@ def assemble(
         lock=lock,
     )
     bridge.evolving = Evolving(bridge, views)
-    placeholders.choose = views.hosts_for
+    placeholders.choose = views.book.hosts_for
     jobs = JobDesk(
         adapter=adapter,
         store=store,

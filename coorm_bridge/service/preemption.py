@@ -1,0 +1,180 @@
+"""Which hosts preemptible work may use, and which it uses (API v2).
+
+Preemptible requests hold nothing in a batch system: the bridge names their hosts itself, from
+the last snapshot (up, running nothing, in no reservation) and from the unused part of started
+pre-allocations, and remembers them between passes, so that a new placeholder avoids them (a
+batch system sees them idle until a job runs there) or takes first those a preemption named, and
+so that the owner's jobs on them are not load to the views. Apart from the pass
+(:mod:`.evolving_pass`), which decides with it and writes what it decided.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from coorm_bridge.core.batch import JobState, NodeState
+from coorm_bridge.core.policy import Plan
+from coorm_bridge.core.preemptible import Claim, Running, Waiting
+from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.states import PLACED, AppState
+from coorm_bridge.core.typed import RequestType
+from coorm_bridge.service.polling import Poller
+from coorm_bridge.store import SessionRow, Store
+
+PA, PRE = RequestType.PRE_ALLOCATION, RequestType.PREEMPTIBLE
+_ZERO = Profile.constant(0)
+
+
+class HostBook:
+    """The hosts of preemptible work, per cluster, as of the last pass."""
+
+    def __init__(self, *, store: Store, poller: Poller) -> None:
+        self.store = store
+        self.poller = poller
+        self._preemptible_hosts: dict[str, frozenset[str]] = {}
+        """Per cluster, the hosts started preemptible requests use."""
+        self._given_back: dict[str, tuple[str, ...]] = {}
+        """Per cluster, the hosts preemptions named (theirs to give back by a deadline)."""
+
+    def unused(self, pa: SessionRow, children: list[SessionRow]) -> list[str]:
+        """A started pre-allocation's hosts that no request started inside it uses."""
+        held = self.store.placeholder(pa.id, pa.clusters[0])
+        if held is None:
+            return []
+        used = {
+            host
+            for c in children
+            if c.typed is not None and c.typed.inside == pa.name and c.state is AppState.STARTED
+            for host in c.typed.host_names
+        }
+        return [host for host in held.host_names if host not in used]
+
+    def hosts_for(self, row: SessionRow, cluster: str, hosts: int, start: int) -> tuple[str, ...]:
+        """Hosts for a placeholder of ``row`` starting at ``start``, named when preemptible work
+        runs on ``cluster`` now: idle ones it does not use, so that the placeholder does not
+        land on hosts a preemptible request keeps (the batch system sees them idle when no job
+        of its runs there yet). Empty: let the batch system choose (the usual case)."""
+        shot = self.poller.status(cluster).snapshot
+        if shot is None or start > shot.time + 60:
+            return ()
+        used = self._preemptible_hosts.get(cluster)
+        if not used:
+            return ()
+        given = self._given_back.get(cluster, ())
+        busy = {h for j in shot.jobs if j.state is JobState.RUNNING for h in j.host_names}
+        busy |= {h for r in shot.reservations if r.start <= start < r.end for h in r.host_names}
+        free = [n.name for n in shot.nodes if n.state is NodeState.UP and n.name not in busy]
+        # Those a preemption named first (theirs from the deadline), then idle ones.
+        idle = [h for h in given if h in free] + [h for h in free if h not in used]
+        return tuple(idle[:hosts]) if len(idle) >= hosts else ()
+
+    def remember(self, rows: list[SessionRow]) -> None:
+        """Per cluster, the hosts preemptible work uses and those it was told to give back:
+        what a new placeholder avoids, or takes first (:meth:`hosts_for`)."""
+        used: dict[str, set[str]] = {}
+        given: dict[str, list[str]] = {}
+        for c in rows:
+            if c.typed is None or c.typed.type is not PRE or c.state is not AppState.STARTED:
+                continue
+            used.setdefault(c.clusters[0], set()).update(c.typed.host_names)
+            given.setdefault(c.clusters[0], []).extend(c.typed.give_back)
+        self._preemptible_hosts = {cluster: frozenset(h) for cluster, h in used.items()}
+        self._given_back = {cluster: tuple(h) for cluster, h in given.items() if h}
+
+    def lend(
+        self, free: dict[str, Profile], rows: Mapping[str, SessionRow], now: int
+    ) -> dict[str, Profile]:
+        """``free`` with the hosts of preemptible work given back: the owner's jobs on a started
+        preemptible request's hosts (outside reservations) are load to the batch system, not to
+        the views: the bridge takes those hosts back when it must."""
+        lent = dict(free)
+        for row in rows.values():
+            typed = row.typed
+            if typed is None or typed.type is not PRE or row.state is not AppState.STARTED:
+                continue
+            cluster = row.clusters[0]
+            shot = self.poller.status(cluster).snapshot
+            if shot is None or cluster not in lent:
+                continue
+            hosts = set(typed.host_names)
+            for job in shot.jobs:
+                mine = job.user == row.owner and job.reservation is None
+                if mine and job.state is JobState.RUNNING and set(job.host_names) <= hosts:
+                    end = job.end
+                    if end is not None and end > now:
+                        lent[cluster] = lent[cluster].add(job.hosts, now, end)
+        return lent
+
+    def pool(
+        self, plan: Plan, parents: Mapping[str, list[SessionRow]], now: int
+    ) -> dict[str, Profile]:
+        """What preemptible work may use per cluster: what the v1 pass leaves free, and the
+        unused hosts of started pre-allocations until their end."""
+        pool = dict(plan.left)
+        for rows in parents.values():
+            for pa in rows:
+                if pa.typed is None or pa.typed.type is not PA or pa.state is not AppState.STARTED:
+                    continue
+                cluster, end = pa.clusters[0], pa.alloc_end or now
+                if cluster not in pool or end <= now:
+                    continue
+                extra = _ZERO.add(len(self.unused(pa, rows)), now, end)
+                for inner in rows:
+                    typed, until = inner.typed, inner.alloc_end or now
+                    if typed is None or typed.inside != pa.name or until >= end:
+                        continue
+                    if inner.state is AppState.STARTED:  # its hosts come back at its end
+                        extra = extra.add(len(typed.host_names), until, end)
+                pool[cluster] = pool[cluster] + extra.clamped(0)
+        return pool
+
+    def idle(self, cluster: str, children: Mapping[str, list[SessionRow]], now: int) -> list[str]:
+        """Hosts of ``cluster`` that run nothing now and no reservation holds (the last
+        snapshot), then unused hosts of started pre-allocations; less those that preemptible
+        requests already use."""
+        shot = self.poller.status(cluster).snapshot
+        taken = {
+            host
+            for rows in children.values()
+            for c in rows
+            if c.typed is not None and c.typed.type is PRE and c.state is AppState.STARTED
+            for host in c.typed.host_names
+        }
+        idle: list[str] = []
+        if shot is not None:
+            busy = {h for j in shot.jobs if j.state is JobState.RUNNING for h in j.host_names}
+            busy |= {h for r in shot.reservations if r.start <= now < r.end for h in r.host_names}
+            idle = [n.name for n in shot.nodes if n.state is NodeState.UP and n.name not in busy]
+        for rows in children.values():
+            for pa in rows:
+                typed = pa.typed
+                started = pa.state is AppState.STARTED and pa.clusters == (cluster,)
+                if started and typed is not None and typed.type is PA:
+                    idle += self.unused(pa, rows)
+        return [h for h in dict.fromkeys(idle) if h not in taken]
+
+
+def to_give(hosts: tuple[str, ...], named: tuple[str, ...], count: int) -> tuple[str, ...]:
+    """Which ``count`` of ``hosts`` to give back: those named already (the preemption told
+    stays as it was), then the last ones."""
+    kept = [h for h in named if h in hosts][:count]
+    rest = [h for h in reversed(hosts) if h not in kept]
+    return tuple(kept + rest[: count - len(kept)])
+
+
+def preemptible_on(rows: list[SessionRow], cluster: str) -> list[SessionRow]:
+    return [
+        c for c in rows if c.typed is not None and c.typed.type is PRE and c.clusters == (cluster,)
+    ]
+
+
+def claim(rows: list[SessionRow], now: int) -> Claim:
+    """An application's preemptible requests on one cluster, as the core policy reads them."""
+    claim = Claim()
+    for c in rows:
+        assert c.request is not None
+        if c.state is AppState.STARTED and c.started_at is not None and c.alloc_end is not None:
+            claim.running.append(Running(c.name or "", c.request.hosts, c.started_at, c.alloc_end))
+        elif c.state in PLACED:
+            claim.waiting.append(Waiting(c.name or "", c.request.hosts, c.request.duration, now))
+    return claim
