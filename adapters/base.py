@@ -137,6 +137,13 @@ class Adapter(ABC):
         (Slurm and the mock make a reservation that starts now as asked)."""
         return 0
 
+    def reservation_gap(self, cluster: str) -> int:
+        """Seconds the batch system keeps free after a reservation on its hosts before another
+        may begin there: where a request's announced update (API v2, ``next``) can be held at
+        the earliest. OAR keeps its scheduler's security time after every job; the default is
+        0 (Slurm and the mock take one reservation right after another)."""
+        return 0
+
     def now(self) -> int:
         """The batch systems' current time in Unix seconds.
 

@@ -228,6 +228,9 @@ class MixedAdapter(Adapter):
             return self.systems[0].adapter.instant()
         return time.time()
 
+    def reservation_gap(self, cluster: str) -> int:
+        return self._owner(cluster).adapter.reservation_gap(cluster)
+
     def reservation_lead(self) -> int:
         """The largest of the systems': a request's placeholders all start at one time."""
         return max((system.adapter.reservation_lead() for system in self.systems), default=0)

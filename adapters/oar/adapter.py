@@ -31,6 +31,7 @@ class OarAdapter(BatchAdapter[OarBinding]):
     def __init__(self, settings: OarSettings, backend: Backend[OarBinding]) -> None:
         super().__init__(settings, backend, bindings_of(settings))
         self.lead = settings.reservation_lead
+        self.gap = settings.security_time + 1
         self.by_name = frozenset(c.name for c in settings.clusters if c.value is None)
         """The clusters whose resources are those of their name's value (no ``value`` given)."""
 
@@ -40,6 +41,10 @@ class OarAdapter(BatchAdapter[OarBinding]):
         if key == "value" and cluster in self.by_name:
             key = "name"
         return super().setting_key(cluster, key)
+
+    def reservation_gap(self, cluster: str) -> int:
+        """OAR's security time after a job, and the second its ends are inclusive of."""
+        return self.gap
 
     def reservation_lead(self) -> int:
         """OAR validates a reservation at its next scheduler pass and starts one asked for an

@@ -76,6 +76,10 @@ class OarSettings(BatchSettings):
     reservation at its next scheduler pass and moves one asked to start earlier to then. Raise
     it where ``SCHEDULER_MIN_TIME_BETWEEN_2_CALLS`` is left at its default (passes up to 11 s
     apart)."""
+    security_time: Annotated[int, Field(ge=0, le=3600, strict=True)] = 60
+    """OAR's ``SCHEDULER_JOB_SECURITY_TIME``: the seconds it keeps free after every job on
+    its hosts. An announced update (API v2, ``next``) is held from that long (and a second)
+    after the request it follows: OAR refuses a container on those hosts earlier."""
     horizon_days: Annotated[int, Field(ge=1, le=3650, strict=True)] = 30
     """How far ahead the Gantt is read (``oarstat --gantt``)."""
 

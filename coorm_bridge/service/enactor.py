@@ -123,6 +123,8 @@ class Enactor:
         self.intents: dict[str, Intent] = {}
         self.placement: dict[str, Backoff] = {}
         """Sessions whose placeholders could not be held, and when to try again."""
+        self._based: dict[str, int] = {}
+        """Per session, the earliest start its last :meth:`rebase` gave."""
         self.releases: dict[str, Backoff] = {}
         """Sessions whose placeholders could not be shrunk or deleted, and when to try again."""
         self._stopping = threading.Event()
@@ -136,6 +138,17 @@ class Enactor:
             del self.placement[gone]
         for gone in self.releases.keys() - self.intents.keys():
             del self.releases[gone]
+        for gone in self._based.keys() - self.intents.keys():
+            del self._based[gone]
+
+    def rebase(self, sid: str, after: int) -> None:
+        """Drop a failing session's back-off when it is placed no earlier than ``after`` from
+        now on, before its retry (an announced update whose related request ended early: the
+        hint it was refused with was about the old end)."""
+        backoff = self.placement.get(sid)
+        if backoff is not None and after < backoff.retry_at and after != self._based.get(sid):
+            del self.placement[sid]
+        self._based[sid] = after
 
     def not_before(self) -> dict[str, int]:
         """Per failing session, its next attempt: the policy places it no earlier."""

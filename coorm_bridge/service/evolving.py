@@ -298,9 +298,10 @@ class Evolving:
         assert child.request is not None
         assert child.name is not None
         placeholder = None
-        if child.state in HOLDING and typed.inside is None and typed.type is not PRE:
+        if child.state in ACTIVE and typed.inside is None and typed.type is not PRE:
             placeholder = self.bridge.store.placeholder(child.id, child.clusters[0])
-        host_names = typed.host_names or (() if placeholder is None else placeholder.host_names)
+        held = placeholder is not None and child.state in HOLDING  # waiting: held ahead
+        host_names = typed.host_names or (placeholder.host_names if held and placeholder else ())
         return RequestInfo(
             request=child.name,
             cluster=child.clusters[0],

@@ -76,7 +76,13 @@ class EvolvingPass:
         change, so a pass is due at once."""
 
     def views_of(self, row: SessionRow) -> Views | None:
-        return self._views.get(row.id)
+        """Both views of the last pass (clipped to what the owner may use)."""
+        found = self._views.get(row.id)
+        if found is None:
+            return None
+        shares = self._shares.get(row.id, {})
+        pre = {c: shares[c] for c in row.clusters if c in shares}
+        return found[0], self.rules.clip(row.owner, pre)
 
     # -- what the v1 table needs --------------------------------------------------------------
 
@@ -96,11 +102,11 @@ class EvolvingPass:
             and row.state in PLACED
         }
 
-    def placement(self, row: SessionRow) -> tuple[int | None, int | None]:
+    def placement(self, row: SessionRow, gap: int = 0) -> tuple[int | None, int | None]:
         """(not_before, ghost) of a request row in the v1 table (after :meth:`index`): a
         ``next`` request is placed no earlier than its related one's end (never while that one
-        has not started), and a request with a ``next`` one waiting hands its hosts over at
-        done, without a ghost."""
+        has not started; ``gap``: the batch system's, :meth:`Adapter.reservation_gap`), and a
+        request with a ``next`` one waiting hands its hosts over at done, without a ghost."""
         typed = row.typed
         if typed is None:
             return None, None
@@ -111,7 +117,9 @@ class EvolvingPass:
                 not_before = MAX_TIME
             else:
                 end = related.started_at + related.request.duration
-                not_before = related.done_at if related.done_at is not None else end
+                ends = related.done_at if related.done_at is not None else end
+                # Done: its placeholder is released first; running: the batch system's gap.
+                not_before = ends if related.done_at is not None else ends + gap
         ghost = 0 if (row.parent, row.name) in self._followed else None
         return not_before, ghost
 
@@ -338,17 +346,19 @@ class EvolvingPass:
         preemptible hosts: it is what everyone's requests leave, so it moves with any request
         anywhere, and telling every application every move would cost a pass one event per
         application (``GET /v2/sessions/{id}`` shows all of it)."""
-        try:  # at its place in the order: what its next request would be placed in
-            placed = plan.view(parent.id)
-        except KeyError:
-            placed = {}
-        np_view = self.rules.clip(parent.owner, placed)
-        shares = self._shares.get(parent.id, {})
-        pre_view = self.rules.clip(
-            parent.owner, {c: shares[c] for c in parent.clusters if c in shares}
-        )
-        self._views[parent.id] = (np_view, pre_view)
         sent_np, sent_pre = self._sent.get(parent.id, ({}, {}))
+        outcome = plan.outcomes.get(parent.id)
+        known = self._views.get(parent.id)
+        if known is None or outcome is None or outcome.view_changed:
+            try:  # at its place in the order: what its next request would be placed in
+                placed = plan.view(parent.id)
+            except KeyError:
+                placed = {}
+            np_view = self.rules.clip(parent.owner, placed)
+            changes = availability_changes(sent_np, np_view, now)
+        else:  # the policy saw nothing before it move: its view is the one told
+            np_view, changes = known[0], []
+        self._views[parent.id] = (np_view, {})
         told = self._told.setdefault(parent.id, {})
         estimates = {
             c.name: c.estimated_start
@@ -358,8 +368,8 @@ class EvolvingPass:
             and told.get(c.name, -1) != c.estimated_start
         }
         asked = {c.clusters[0] for c in rows if c.typed is not None and c.typed.type is PRE}
-        pre_told = {c: profile for c, profile in pre_view.items() if c in asked}
-        changes = availability_changes(sent_np, np_view, now)
+        shares = self._shares.get(parent.id, {})
+        pre_told = self.rules.clip(parent.owner, {c: shares[c] for c in asked if c in shares})
         pre_changes = availability_changes(sent_pre, pre_told, now)
         if changes or pre_changes or estimates:
             event = {

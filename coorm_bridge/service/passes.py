@@ -180,7 +180,11 @@ class PassRunner:
             not_before = waits.get(session_id)
             ghost = None
             if row.typed is not None:  # a request of an evolving application
-                after, ghost = self.evolving.placement(row)
+                gap = self.adapter.reservation_gap(row.clusters[0])
+                after, ghost = self.evolving.placement(row, gap)
+                if row.typed.related_how is not None and after is not None:
+                    # A refusal at the related request's old end says nothing of a new one.
+                    self.enactor.rebase(session_id, after)
                 if after is not None:
                     not_before = max(not_before or 0, after)
             cached = apps.get(session_id)

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from coorm_bridge.adapters.mock.adapter import MockAdapter
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.states import AppState
 from coorm_bridge.core.typed import TypedRequest
@@ -247,3 +248,32 @@ def test_evolving_requests_survive_a_restart(make_site: Any) -> None:
     views = site.bridge.evolving.info("alice", sid)
     assert views.non_preemptible is not None
     assert views.preemptible is not None
+
+
+class _SecurityTime(MockAdapter):
+    """A batch system that keeps a minute free after each reservation on its hosts (OAR)."""
+
+    def reservation_gap(self, cluster: str) -> int:
+        return 61
+
+
+def test_a_next_request_is_held_past_the_batch_systems_gap_and_starts_at_an_early_done(
+    make_site: Any,
+) -> None:
+    site = make_site(adapter=_SecurityTime)
+    sid = evolving(site)
+    send(site, sid, id="a", cluster="c1", hosts=4, duration=3600)
+    site.step(T0 + 1)
+    site.step(T0 + 2)
+    first = info(site, sid, "a")
+    send(site, sid, id="b", cluster="c1", hosts=2, duration=600, related_to="a", related_how="next")
+    site.step(T0 + 3)
+    assert info(site, sid, "b").estimated_start == first.started_at + 3600 + 61
+    assert site.bridge.evolving is not None
+    site.bridge.evolving.done("alice", sid, "a", None)
+    site.step(T0 + 4)
+    site.step(T0 + 5)
+    second = info(site, sid, "b")
+    assert second.state is AppState.STARTED
+    assert second.started_at is not None
+    assert second.started_at <= T0 + 5
