@@ -13,15 +13,14 @@ from __future__ import annotations
 
 from typing import Annotated, Protocol
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
 
-from coorm_bridge.core.model import MAX_SEQ, Filter
+from coorm_bridge.core.model import Filter
 from coorm_bridge.core.typed import TypedRequest
-from coorm_bridge.http.routes import ERRORS, User, after_pass, blocking, long_poll
+from coorm_bridge.http import routes
+from coorm_bridge.http.routes import ERRORS, User, after_pass, blocking
 from coorm_bridge.protocol import (
-    MAX_WAIT,
-    EventPage,
     StateAnswer,
     SubscribeBody,
     Subscribed,
@@ -158,20 +157,15 @@ async def end(evolving: TheEvolving, session_id: str, user: User) -> StateAnswer
     return answer
 
 
-@router.get("/sessions/{session_id}/events", summary="Long poll of the session's events")
-async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
-    request: Request,
-    response: Response,
-    bridge: TheBridge,
-    session_id: str,
-    user: User,
-    after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
-    wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
-) -> EventPage:
-    """As v1's: events numbered above ``after``, waiting up to ``wait`` seconds for the first.
-    Each ``start``, ``ended`` and ``killed`` names its ``request``; ``change`` carries the
-    ``preemptible`` view's changes and the waiting requests' ``estimates``; ``preempt`` asks a
-    preemptible request for ``hosts`` back by ``deadline``."""
-    return await long_poll(
-        request, response, session_id, wait, lambda: bridge.events(user, session_id, after)
-    )
+router.add_api_route(
+    "/sessions/{session_id}/events",
+    routes.events,
+    methods=["GET"],
+    summary="Long poll of the session's events",
+    description=(
+        "As v1's: events numbered above ``after``, waiting up to ``wait`` seconds for the "
+        "first. Each ``start``, ``ended`` and ``killed`` names its ``request``; ``change`` "
+        "carries the ``preemptible`` view's changes and the waiting requests' ``estimates``; "
+        "``preempt`` asks a preemptible request for ``hosts`` back by ``deadline``."
+    ),
+)
