@@ -116,7 +116,8 @@ class EvolvingPass:
             if related is None or related.started_at is None or related.request is None:
                 not_before = MAX_TIME
             else:
-                end = related.started_at + related.request.duration
+                # Its allocation's end as the start told it (a placeholder may end sooner).
+                end = related.alloc_end or related.started_at + related.request.duration
                 ends = related.done_at if related.done_at is not None else end
                 # Done: its placeholder is released first; running: the batch system's gap.
                 not_before = ends if related.done_at is not None else ends + gap
