@@ -82,10 +82,7 @@ class Evolving:
             row = self.own(user, session_id)
             if row.state in ACTIVE:
                 now = self._done_time(row)
-                with self.bridge.recorder.batch():
-                    for child in self.bridge.store.requests_of(row.id):
-                        self.views.close(child, now)
-                    row = self.bridge.recorder.end(row, AppState.FINISHED, now)
+                row = self.bridge.recorder.end(row, AppState.FINISHED, now)  # requests first
                 self.bridge.due.trigger()
             return StateAnswer(session=row.id, state=row.state)
 

@@ -157,6 +157,12 @@ class EvolvingPass:
         self._fresh[fresh.id] = fresh
         return fresh
 
+    def close_all(self, parent: SessionRow, now: int) -> None:
+        """Before an application's session ends (done, withdrawn, set aside): each of its
+        requests ends (inside the caller's :meth:`Recorder.batch`)."""
+        for child in self.store.requests_of(parent.id):
+            self.close(child, now)
+
     def give_back(self, child: SessionRow, hosts: int, now: int) -> SessionRow:
         """Keep running on fewer hosts: those a preemption named go back first (a request
         that needs them may be placed there), then the last ones."""

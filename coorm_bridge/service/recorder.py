@@ -29,6 +29,8 @@ class Recorder:
         self.store = store
         self.notify = notify
         self._woken: list[str] | None = None
+        self.ending: Callable[[SessionRow, int], None] | None = None
+        """Ends an evolving application's requests (API v2), set by the composition root."""
 
     @contextmanager
     def batch(self) -> Iterator[None]:
@@ -71,8 +73,11 @@ class Recorder:
     # -- endings ------------------------------------------------------------------------------
 
     def end(self, row: SessionRow, state: AppState, now: int) -> SessionRow:
-        """A final state and its ``ended`` event; the placeholders go at the next enactment."""
+        """A final state and its ``ended`` event; the placeholders go at the next enactment.
+        An evolving application's requests end first (``ending``): its stream ends last."""
         with self.batch():
+            if row.evolving and self.ending is not None:
+                self.ending(row, now)
             row = self.store.update_session(row.id, now=now, state=state)
             self.emit_for(row, {"type": "ended", "time": now, "state": state})
         return row

@@ -277,3 +277,22 @@ def test_a_next_request_is_held_past_the_batch_systems_gap_and_starts_at_an_earl
     assert second.state is AppState.STARTED
     assert second.started_at is not None
     assert second.started_at <= T0 + 5
+
+
+def test_a_silent_evolving_application_is_withdrawn_only_while_nothing_of_it_runs(
+    make_site: Any,
+) -> None:
+    from coorm_bridge.service.config import BridgeSettings  # noqa: PLC0415
+
+    site = make_site(config={"bridge": BridgeSettings(session_timeout=60)})
+    running, waiting = evolving(site), evolving(site)
+    send(site, running, id="pa", cluster="c1", hosts=4, duration=3600, type="pre-allocation")
+    send(site, waiting, id="big", cluster="c1", hosts=8, duration=600)
+    for t in range(T0 + 1, T0 + 200, 5):
+        site.step(t)
+    assert info(site, running, "pa").state is AppState.STARTED
+    assert site.state(running) is AppState.SUBMITTED
+    assert site.state(waiting) is AppState.CANCELLED
+    assert info(site, waiting, "big").state is AppState.CANCELLED
+    (withdrawn,) = site.events(waiting, "withdrawn")
+    assert "no word from its launcher" in withdrawn.reason
