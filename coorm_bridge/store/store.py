@@ -123,7 +123,9 @@ class Store(JobQueries, DrainQueries, MetaQueries):
 
     def counts(self) -> dict[AppState, int]:
         """How many sessions are in each state (for metrics, without reading the rows)."""
-        rows = self._read("SELECT state, COUNT(*) FROM sessions GROUP BY state")
+        rows = self._read(  # sessions, not the requests of evolving applications
+            "SELECT state, COUNT(*) FROM sessions WHERE parent IS NULL GROUP BY state"
+        )
         found = {AppState(state): int(count) for state, count in rows}
         return {state: found.get(state, 0) for state in AppState}
 
