@@ -646,3 +646,21 @@ def test_a_drain_is_kept_until_resumed_and_a_second_drain_keeps_the_first(store)
     assert store.resume("c2") == first
     assert store.resume("c2") is None
     assert store.drained() == {}
+
+
+def test_a_store_of_schema_4_gets_evolving_applications_and_keeps_what_it_holds(path):
+    with Store(path) as old:
+        row = new(old)
+        old.append_event(row.id, killed())
+    with sqlite3.connect(path) as raw:  # as coorm-bridge wrote it before API v2
+        raw.execute("DROP INDEX sessions_by_parent")
+        for column in ("typed", "evolving", "parent"):
+            raw.execute(f"ALTER TABLE sessions DROP COLUMN {column}")
+        raw.execute("UPDATE meta SET value = '4' WHERE key = 'schema_version'")
+    with Store(path) as store:
+        assert store.sessions() == [row]
+        assert not row.evolving
+        assert [event.seq for event in store.events(row.id)] == [1]
+        app = store.create_session("alice", None, Filter(), ["c1"], 10, evolving=True)
+        assert store.session(app.id) == app
+        assert store.sessions(requests=False) == [row, app]
