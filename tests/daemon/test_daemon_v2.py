@@ -9,6 +9,7 @@ Every wait is a long poll for an event (tests/daemons.wait_for); none sleeps.
 from __future__ import annotations
 
 import functools
+import signal
 from pathlib import Path
 
 import pytest
@@ -271,3 +272,31 @@ def test_bad_requests_get_422_and_change_nothing(daemon, body, words):
         with pytest.raises(BridgeError) as refused:
             client.request_info(sid, "x")
         assert refused.value.status == 404
+
+
+def test_after_kill_9_an_evolving_application_finds_its_requests_as_they_were(daemon):
+    with daemon.evolving() as client:
+        sid = client.subscribe_evolving(Filter(clusters=("c1",)), name="amr").session
+        client.send_request(sid, id="pa", cluster="c1", hosts=6, duration=3600, type=PRE)
+        wait_for(client, sid, "start", request="pa")
+        inner = client.send_request(sid, id="in", cluster="c1", hosts=2, duration=1800)
+        assert inner.state is AppState.STARTED
+        before = client.evolving_info(sid)
+        told = client.events(sid)
+    held = {k: v for k, v in daemon.mock_reservations().items() if k[1].startswith("coorm-")}
+    assert daemon.kill(signal.SIGKILL) == -signal.SIGKILL
+    daemon.start()
+    with daemon.evolving() as client:
+        after = client.evolving_info(sid)
+        assert [(r.request, r.state, r.host_names, r.reservation) for r in after.requests] == [
+            (r.request, r.state, r.host_names, r.reservation) for r in before.requests
+        ]
+        assert [e for e in client.events(sid) if e.type != "change"] == [
+            e for e in told if e.type != "change"
+        ]
+        # The pre-allocation still takes spontaneous updates, on its unused hosts.
+        more = client.send_request(sid, id="more", cluster="c1", hosts=4, duration=600)
+        assert more.state is AppState.STARTED
+        assert more.inside == "pa"
+        assert not set(more.host_names) & set(inner.host_names)
+    assert {k: v for k, v in daemon.mock_reservations().items() if k in held} == held
