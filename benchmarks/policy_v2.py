@@ -23,7 +23,7 @@ applications subscribed in turn:
 ``bridge-v1``: every application a v1 session with its request (``Bridge.put_request``).
 ``bridge-v2``: every other one (those with a pre-allocation and a preemptible request above) an
 evolving session instead (``Evolving.subscribe``), sending one non-preemptible typed request per
-cluster it asks for (not co-allocated: the bridge does not support coalloc yet), then its
+cluster it asks for, co-allocated (``coalloc``), then its
 pre-allocation and its preemptible request. ``full`` is the first pass, nothing placed before (a
 new service each time); ``append`` a pass after one more session with one request subscribed at
 the end (after a pass that settled the previous one: the common case). The placement horizon and
@@ -142,13 +142,13 @@ def subscribe_v1(service: Service, app: Application) -> None:
 
 
 def subscribe_v2(service: Service, app: EvolvingApplication) -> None:
-    """An evolving session sending its requests one by one, none related (no coalloc yet)."""
+    """An evolving session sending its requests one by one, as the core line's (its v1
+    request's clusters co-allocated)."""
     evolving, user = service.bridge.evolving, owner(app.order)
     assert evolving is not None
     sid = evolving.subscribe(user, Filter(), app.id).session
     for row in app.requests:
-        alone = row.request.model_copy(update={"related_to": None, "related_how": None})
-        evolving.request(user, sid, alone)
+        evolving.request(user, sid, row.request)
 
 
 Subscribe = Callable[[Service], None]

@@ -175,7 +175,8 @@ class Placeholders:
         if typed is None or request is None or typed.related_how is not Relation.NEXT:
             return {}
         for sibling in self.store.requests_of(row.parent or ""):
-            if sibling.name == typed.related_to:
+            members = () if sibling.typed is None else sibling.typed.members
+            if typed.related_to in (sibling.name, *(name for name, _ in members)):
                 cluster = row.clusters[0]
                 held = self.store.placeholder(sibling.id, cluster)
                 hosts = request.nodes[cluster]

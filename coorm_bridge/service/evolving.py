@@ -23,6 +23,7 @@ from coorm_bridge.core.states import ACTIVE, FINAL, HOLDING, PLACED, AppState
 from coorm_bridge.core.typed import MAX_REQUESTS, Relation, RequestType, TypedRequest
 from coorm_bridge.protocol import StateAnswer, Subscribed
 from coorm_bridge.protocol_v2 import EvolvingInfo, RequestInfo
+from coorm_bridge.service import coalloc
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
 from coorm_bridge.service.evolving_pass import EvolvingPass
@@ -68,7 +69,11 @@ class Evolving:
             owner=row.owner,
             state=row.state,
             clusters=row.clusters,
-            requests=tuple(self._request_info(r) for r in self.bridge.store.requests_of(row.id)),
+            requests=tuple(
+                self._request_info(r, name)
+                for r in self.bridge.store.requests_of(row.id)
+                for name, _ in coalloc.names(r)
+            ),
             non_preemptible=None if views is None else View.of(views[0], now),
             preemptible=None if views is None else View.of(views[1], now),
             stale=tuple(c for c in row.clusters if c in stale),
@@ -111,10 +116,18 @@ class Evolving:
                 related_how=request.related_how,
                 priority=priority(row.order, len(children) + 1),
             )
+            if request.related_how is Relation.COALLOC:  # one more cluster of its request
+                found = coalloc.find(children, request.related_to or "")
+                assert found is not None
+                with bridge.recorder.batch():
+                    coalloc.join(bridge.recorder, found[0], request, now)
+                bridge.due.trigger()
+                return bridge.stats.passes
             if request.related_how is Relation.NEXT:
-                related = next(c for c in children if c.name == request.related_to)
-                assert related.typed is not None
-                typed = typed.model_copy(update={"priority": related.typed.priority + 1})
+                found = coalloc.find(children, request.related_to or "")
+                assert found is not None
+                assert found[0].typed is not None
+                typed = typed.model_copy(update={"priority": found[0].typed.priority + 1})
             inside = self._inside(request, children, now) if request.type is NP else None
             fields: dict[str, object] = {"parent": row.id, "typed": typed, "request": nodes}
             if inside is None:
@@ -130,7 +143,8 @@ class Evolving:
             return bridge.stats.passes
 
     def request_info(self, user: str, session_id: str, request_id: str) -> RequestInfo:
-        return self._request_info(self._child(self.own(user, session_id), request_id))
+        row = self.own(user, session_id)
+        return self._request_info(self._child(row, request_id), request_id)
 
     def done(self, user: str, session_id: str, request_id: str, hosts: int | None) -> RequestInfo:
         """End one request, or give ``hosts`` of its hosts back (a request running inside a
@@ -139,7 +153,7 @@ class Evolving:
         with self.bridge._lock:
             child = self._child(self.own(user, session_id), request_id)
             if child.state in (AppState.FINISH_SENT, AppState.GHOST, *FINAL):
-                return self._request_info(child)
+                return self._request_info(child, request_id)
             if child.state is not AppState.STARTED:
                 raise Conflict(
                     f"request {request_id} is {child.state}, not started: withdraw it instead"
@@ -158,18 +172,18 @@ class Evolving:
                 with self.bridge.recorder.batch():
                     child = self.views.close(child, self._done_time(child))
             self.bridge.due.trigger()
-            return self._request_info(child)
+            return self._request_info(child, request_id)
 
     def withdraw(self, user: str, session_id: str, request_id: str) -> RequestInfo:
         with self.bridge._lock:
             child = self._child(self.own(user, session_id), request_id)
             if child.state is AppState.CANCELLED:
-                return self._request_info(child)
+                return self._request_info(child, request_id)
             if child.state not in PLACED:
                 raise Conflict(f"request {request_id} is {child.state}: send done instead")
             child = self.bridge.recorder.end(child, AppState.CANCELLED, self.bridge.now())
             self.bridge.due.trigger()
-            return self._request_info(child)
+            return self._request_info(child, request_id)
 
     # -- helpers ------------------------------------------------------------------------------
 
@@ -178,10 +192,11 @@ class Evolving:
         return max(math.ceil(self.bridge.adapter.instant()), row.started_at or 0)
 
     def _child(self, row: SessionRow, request_id: str) -> SessionRow:
-        for child in self.bridge.store.requests_of(row.id):
-            if child.name == request_id:
-                return child
-        raise NotFound(f"no request {request_id} in session {row.id}")
+        """The row that stands for a request (its own, or its coalloc group's)."""
+        found = coalloc.find(self.bridge.store.requests_of(row.id), request_id)
+        if found is None:
+            raise NotFound(f"no request {request_id} in session {row.id}")
+        return found[0]
 
     def _check(self, row: SessionRow, request: TypedRequest, children: list[SessionRow]) -> None:
         """What a request may not be, said before anything is written."""
@@ -190,7 +205,7 @@ class Evolving:
                 f"request {request.id} is on cluster {request.cluster}, which this session does "
                 f"not see ({', '.join(row.clusters)})"
             )
-        by_id = {c.name: c for c in children}
+        by_id = {name: c for c in children for name, _ in coalloc.names(c)}
         if request.id in by_id:
             raise Conflict(f"request id {request.id} is already used in session {row.id}")
         if sum(c.state in ACTIVE for c in children) >= MAX_REQUESTS:
@@ -207,11 +222,9 @@ class Evolving:
             )
         assert related.typed is not None
         if request.related_how is Relation.COALLOC:
-            raise Invalid(
-                "coalloc relations are not supported yet: send requests that must start "
-                "together on different clusters as one v1 session's request"
-            )
-        if related.clusters != (request.cluster,):
+            coalloc.check(request, related)
+            return
+        if request.cluster not in related.clusters:
             raise Invalid(
                 f"request {request.id} comes next after {related.name} on another cluster "
                 f"({related.clusters[0]}): a next request takes over its hosts, on its cluster"
@@ -289,24 +302,27 @@ class Evolving:
             )
         log.info("request %s of %s started inside %s on %s", request.id, row.id, pa.name, hosts)
 
-    def _request_info(self, child: SessionRow) -> RequestInfo:
-        typed = child.typed
+    def _request_info(self, child: SessionRow, name: str | None = None) -> RequestInfo:
+        """Request ``name`` (None: the row's own) as the row that stands for it tells: a member
+        of a coalloc group is its cluster of the group's row."""
+        typed, request = child.typed, child.request
         assert typed is not None
-        assert child.request is not None
-        assert child.name is not None
+        assert request is not None
+        name, cluster = next((n, c) for n, c in coalloc.names(child) if name is None or n == name)
+        own = name == child.name
         placeholder = None
         if child.state in ACTIVE and typed.inside is None and typed.type is not PRE:
-            placeholder = self.bridge.store.placeholder(child.id, child.clusters[0])
+            placeholder = self.bridge.store.placeholder(child.id, cluster)
         held = placeholder is not None and child.state in HOLDING  # waiting: held ahead
         host_names = typed.host_names or (placeholder.host_names if held and placeholder else ())
         return RequestInfo(
-            request=child.name,
-            cluster=child.clusters[0],
-            hosts=child.request.hosts,
-            duration=child.request.duration,
+            request=name,
+            cluster=cluster,
+            hosts=request.nodes[cluster],
+            duration=request.duration,
             type=typed.type,
-            related_to=typed.related_to,
-            related_how=typed.related_how,
+            related_to=typed.related_to if own else child.name,
+            related_how=typed.related_how if own else Relation.COALLOC,
             state=child.state,
             estimated_start=child.estimated_start,
             started_at=child.started_at,

@@ -23,6 +23,7 @@ from coorm_bridge.core.preemptible import Outcome, share_cluster
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.core.typed import Relation, RequestType
+from coorm_bridge.service import coalloc
 from coorm_bridge.service.batchrules import BatchRules
 from coorm_bridge.service.enactor import Cancel
 from coorm_bridge.service.polling import Poller
@@ -90,13 +91,14 @@ class EvolvingPass:
         """Requests by (application, request id), and those a waiting ``next`` one follows:
         built once per pass so that each request's look-ups cost nothing."""
         self._named = {
-            (row.parent, row.name): row
+            (row.parent, name): row
             for row in rows.values()
             if row.parent is not None and row.name is not None
+            for name, _ in coalloc.names(row)
         }
         self._followed = {
             (row.parent, row.typed.related_to)
-            for row in self._named.values()
+            for row in rows.values()
             if row.typed is not None
             and row.typed.related_how is Relation.NEXT
             and row.state in PLACED
@@ -121,7 +123,8 @@ class EvolvingPass:
                 ends = related.done_at if related.done_at is not None else end
                 # Done: its placeholder is released first; running: the batch system's gap.
                 not_before = ends if related.done_at is not None else ends + gap
-        ghost = 0 if (row.parent, row.name) in self._followed else None
+        followed = any((row.parent, name) in self._followed for name, _ in coalloc.names(row))
+        ghost = 0 if followed else None
         return not_before, ghost
 
     # -- the session operations' writes -------------------------------------------------------
@@ -368,11 +371,11 @@ class EvolvingPass:
         self._views[parent.id] = (np_view, {})
         told = self._told.setdefault(parent.id, {})
         estimates = {
-            c.name: c.estimated_start
+            name: c.estimated_start
             for c in rows
-            if c.state in PLACED
-            and c.name is not None
-            and told.get(c.name, -1) != c.estimated_start
+            if c.state in PLACED and c.name is not None
+            for name, _ in coalloc.names(c)
+            if told.get(name, -1) != c.estimated_start
         }
         asked = {c.clusters[0] for c in rows if c.typed is not None and c.typed.type is PRE}
         shares = self._shares.get(parent.id, {})

@@ -59,6 +59,9 @@ class Typed(Frozen):
     """A spontaneous update: the started pre-allocation (request id) whose hosts it uses."""
     host_names: tuple[Name, ...] = ()
     """The hosts of a request started inside a pre-allocation, or of a preemptible one."""
+    members: tuple[tuple[Name, Name], ...] = ()
+    """Requests sent ``coalloc`` with this one, (request id, cluster) each: one row, one
+    co-allocated request across the clusters, placed, started and ended together."""
     give_back: tuple[Name, ...] = ()
     """A preemptible request told to give these of its hosts back by ``preempt_by``."""
     preempt_by: Time | None = None

@@ -50,6 +50,7 @@ _UPDATABLE: Final = (
     "done_at",
     "alloc_end",
     "typed",
+    "clusters",
 )
 
 
@@ -141,13 +142,14 @@ class Store(JobQueries, DrainQueries, MetaQueries):
         done_at: int | _Unset | None = _UNSET,
         alloc_end: int | _Unset | None = _UNSET,
         typed: Typed | _Unset = _UNSET,
+        clusters: tuple[str, ...] | _Unset = _UNSET,
     ) -> SessionRow:
         """Change the fields given (``None`` included), stamp ``updated``; KeyError if unknown.
 
         The state change must be one :data:`~coorm_bridge.core.states.TRANSITIONS` allows, and
         the whole new row is validated first, so a change that would leave the session
         inconsistent (say WAITING without a request) is refused and nothing is written."""
-        given = (state, request, estimated_start, started_at, done_at, alloc_end, typed)
+        given = (state, request, estimated_start, started_at, done_at, alloc_end, typed, clusters)
         changes = {k: v for k, v in zip(_UPDATABLE, given, strict=True) if v is not _UNSET}
         with self.transaction():
             if (old := self.session(session_id)) is None:
@@ -157,7 +159,8 @@ class Store(JobQueries, DrainQueries, MetaQueries):
             self._conn.execute(
                 "UPDATE sessions SET state = :state, request = :request, estimated_start = "
                 ":estimated_start, started_at = :started_at, done_at = :done_at, "
-                "alloc_end = :alloc_end, typed = :typed, updated = :updated WHERE id = :id",
+                "alloc_end = :alloc_end, typed = :typed, clusters = :clusters, updated = :updated "
+                "WHERE id = :id",
                 to_sql(row),
             )
         return row

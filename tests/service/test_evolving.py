@@ -296,3 +296,79 @@ def test_a_silent_evolving_application_is_withdrawn_only_while_nothing_of_it_run
     assert info(site, waiting, "big").state is AppState.CANCELLED
     (withdrawn,) = site.events(waiting, "withdrawn")
     assert "no word from its launcher" in withdrawn.reason
+
+
+def test_coalloc_requests_start_together_and_end_together(make_site: Any) -> None:
+    site = make_site()
+    sid = evolving(site)
+    # c1 busy until T0 + 600 for 4 of its hosts: the pair waits for its common start.
+    first = site.subscribe("bob", ("c1",))
+    site.request(first, {"c1": 6}, 600, user="bob")
+    site.step(T0 + 1)
+    send(site, sid, id="a", cluster="c1", hosts=4, duration=1200)
+    send(
+        site,
+        sid,
+        id="b",
+        cluster="c2",
+        hosts=2,
+        duration=1200,
+        related_to="a",
+        related_how="coalloc",
+    )
+    site.step(T0 + 2)
+    a, b = info(site, sid, "a"), info(site, sid, "b")
+    assert a.state is b.state is AppState.WAITING
+    assert a.estimated_start == b.estimated_start == T0 + 1 + 600
+    site.bridge.done("bob", first)  # c1 frees early: both start at once
+    site.step(T0 + 100)
+    site.step(T0 + 100 + 30)
+    site.step(T0 + 100 + 31)
+    a, b = info(site, sid, "a"), info(site, sid, "b")
+    assert a.state is b.state is AppState.STARTED
+    assert a.started_at == b.started_at
+    assert (a.cluster, len(a.host_names), b.cluster, len(b.host_names)) == ("c1", 4, "c2", 2)
+    assert (b.related_to, b.related_how) == ("a", "coalloc")
+    (start,) = about(site, sid, "a", "start")  # one start, an allocation per cluster
+    assert set(start.allocations) == {"c1", "c2"}
+    # A next request may follow a member, on its cluster and hosts.
+    send(site, sid, id="n", cluster="c2", hosts=1, duration=600, related_to="b", related_how="next")
+    assert site.bridge.evolving is not None
+    ended = site.bridge.evolving.done("alice", sid, "b", None)
+    assert ended.state is AppState.FINISH_SENT
+    assert info(site, sid, "a").state is AppState.FINISH_SENT  # the group ends together
+    site.step(T0 + 200)
+    site.step(T0 + 201)
+    following = info(site, sid, "n")
+    assert following.state is AppState.STARTED
+    assert set(following.host_names) < set(b.host_names)
+
+
+def test_coalloc_requests_are_of_one_type_duration_and_time(make_site: Any) -> None:
+    site = make_site()
+    sid = evolving(site)
+    send(site, sid, id="a", cluster="c1", hosts=2, duration=600)
+    for bad in (
+        {"cluster": "c1"},  # the same cluster
+        {"duration": 1200},  # another duration
+        {"type": "pre-allocation"},  # another type
+        {"type": "preemptible"},
+    ):
+        fields = {"id": "b", "cluster": "c2", "hosts": 1, "duration": 600, **bad}
+        with pytest.raises(Invalid):
+            send(site, sid, related_to="a", related_how="coalloc", **fields)
+    site.step(T0 + 1)
+    site.step(T0 + 2)
+    assert info(site, sid, "a").state is AppState.STARTED
+    with pytest.raises(Conflict):  # too late to start together
+        send(
+            site,
+            sid,
+            id="b",
+            cluster="c2",
+            hosts=1,
+            duration=600,
+            related_to="a",
+            related_how="coalloc",
+        )
+    assert [r.request for r in site.bridge.evolving.info("alice", sid).requests] == ["a"]
