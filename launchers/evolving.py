@@ -10,6 +10,7 @@ Its events come as v1's do, each naming its ``request``; :meth:`follow` stops at
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from urllib.parse import quote
 
 from pydantic import TypeAdapter
@@ -23,6 +24,7 @@ from coorm_bridge.protocol_v2 import API_V2_PREFIX, DoneBody, EvolvingInfo, Requ
 _SUBSCRIBED = TypeAdapter(Subscribed)
 _INFO = TypeAdapter(EvolvingInfo)
 _REQUEST = TypeAdapter(RequestInfo)
+_REQUESTS = TypeAdapter(list[RequestInfo])
 _STATE = TypeAdapter(StateAnswer)
 
 
@@ -82,6 +84,17 @@ class EvolvingClient(BridgeClient):
             _path(session, "requests"),
             _REQUEST,
             body=request.model_dump(mode="json"),
+            prefix=API_V2_PREFIX,
+        )
+
+    def send_requests(self, session: str, requests: Sequence[TypedRequest]) -> list[RequestInfo]:
+        """Send several requests in one call: written together or not at all, placed by one
+        pass (those that must start together, ``coalloc``, go so)."""
+        return self._call(
+            "POST",
+            _path(session, "requests"),
+            _REQUESTS,
+            body=[request.model_dump(mode="json") for request in requests],
             prefix=API_V2_PREFIX,
         )
 

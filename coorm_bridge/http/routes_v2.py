@@ -11,6 +11,7 @@ answered once the pass that placed it ran (:func:`.routes.after_pass`).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Protocol
 
 from fastapi import APIRouter, Depends, HTTPException, Request
@@ -41,7 +42,9 @@ class EvolvingService(Protocol):
 
     def info(self, user: str, session_id: str) -> EvolvingInfo: ...
 
-    def request(self, user: str, session_id: str, request: TypedRequest) -> int: ...
+    def request(
+        self, user: str, session_id: str, request: TypedRequest | Sequence[TypedRequest]
+    ) -> int: ...
 
     def request_info(self, user: str, session_id: str, request_id: str) -> RequestInfo: ...
 
@@ -89,22 +92,29 @@ async def session(evolving: TheEvolving, session_id: str, user: User) -> Evolvin
     return info
 
 
-@router.post("/sessions/{session_id}/requests", status_code=201, summary="Send a typed request")
+@router.post("/sessions/{session_id}/requests", status_code=201, summary="Send typed requests")
 async def send_request(  # noqa: PLR0917 - FastAPI passes what the signature declares
     request: Request,
     response: Response,
     evolving: TheEvolving,
     session_id: str,
-    body: TypedRequest,
+    body: TypedRequest | list[TypedRequest],
     user: User,
-) -> RequestInfo:
+) -> RequestInfo | list[RequestInfo]:
     """A non-preemptible, preemptible or pre-allocation request on one cluster, maybe
-    ``next`` or ``coalloc`` to an earlier one; answered once the pass that placed it ran
-    (within about ``policy.interval``), with its estimate or its start."""
+    ``next`` or ``coalloc`` to an earlier one; or an array of them, written together or not
+    at all (requests that must start together, ``coalloc``, go in one call). Answered once
+    the pass that placed them ran (within about ``policy.interval``), with each one's
+    estimate or start: an object for an object, an array for an array."""
     passes: int = await blocking(lambda: evolving.request(user, session_id, body))
     await after_pass(request, response, passes)
-    info: RequestInfo = await blocking(lambda: evolving.request_info(user, session_id, body.id))
-    return info
+    asked = [body] if isinstance(body, TypedRequest) else body
+
+    def answers() -> list[RequestInfo]:
+        return [evolving.request_info(user, session_id, one.id) for one in asked]
+
+    infos: list[RequestInfo] = await blocking(answers)
+    return infos[0] if isinstance(body, TypedRequest) else infos
 
 
 @router.get("/sessions/{session_id}/requests/{request_id}", summary="Where a request stands")

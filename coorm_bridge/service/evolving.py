@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Sequence
 
 from coorm_bridge.core.messages import Allocation, View
 from coorm_bridge.core.model import Filter, Request
@@ -33,6 +34,8 @@ from coorm_bridge.store.rows import MAX_SEQ_IN_APP, priority
 log = logging.getLogger(__name__)
 
 NP, PA, PRE = RequestType.NON_PREEMPTIBLE, RequestType.PRE_ALLOCATION, RequestType.PREEMPTIBLE
+#: Requests one call may send at once.
+MAX_BATCH = 100
 
 
 class Evolving:
@@ -93,10 +96,17 @@ class Evolving:
 
     # -- its requests -------------------------------------------------------------------------
 
-    def request(self, user: str, session_id: str, request: TypedRequest) -> int:
-        """Send one typed request; returns the pass count to wait for (its answer is the
-        request's state after that pass). A non-preemptible one that fits in a started
-        pre-allocation's unused hosts starts at once inside it."""
+    def request(
+        self, user: str, session_id: str, request: TypedRequest | Sequence[TypedRequest]
+    ) -> int:
+        """Send typed requests, one or several at once (all written, or none: those that must
+        start together, ``coalloc``, go in one call, else the first may start alone); returns
+        the pass count to wait for (each answer is its request's state after that pass). A
+        non-preemptible one that fits in a started pre-allocation's unused hosts starts at once
+        inside it."""
+        batch = [request] if isinstance(request, TypedRequest) else list(request)
+        if not 1 <= len(batch) <= MAX_BATCH:
+            raise Invalid(f"send 1 to {MAX_BATCH} requests at once, not {len(batch)}")
         bridge = self.bridge
         bridge.limits.warm(user)
         bridge.rules.warm(user)
@@ -104,43 +114,51 @@ class Evolving:
             row = self.own(user, session_id)
             if row.state not in ACTIVE:
                 raise Conflict(f"session {session_id} is {row.state}: it sends no more requests")
-            children = bridge.store.requests_of(row.id)
-            self._check(row, request, children)
-            nodes = Request(nodes={request.cluster: request.hosts}, duration=request.duration)
-            bridge.rules.check(row.owner, nodes)
             now = bridge.now()
-            bridge.limits.check_request(row, nodes, now, holds=request.type is not PRE)
-            typed = Typed(
-                type=request.type,
-                related_to=request.related_to,
-                related_how=request.related_how,
-                priority=priority(row.order, len(children) + 1),
-            )
-            if request.related_how is Relation.COALLOC:  # one more cluster of its request
-                found = coalloc.find(children, request.related_to or "")
-                assert found is not None
-                with bridge.recorder.batch():
-                    coalloc.join(bridge.recorder, found[0], request, now)
-                bridge.due.trigger()
-                return bridge.stats.passes
-            if request.related_how is Relation.NEXT:
-                found = coalloc.find(children, request.related_to or "")
-                assert found is not None
-                assert found[0].typed is not None
-                typed = typed.model_copy(update={"priority": found[0].typed.priority + 1})
-            inside = self._inside(request, children, now) if request.type is NP else None
-            fields: dict[str, object] = {"parent": row.id, "typed": typed, "request": nodes}
-            if inside is None:
-                fields["state"] = AppState.REQUEST_SENT
-                bridge.store.create_session(
-                    row.owner, request.id, row.filter, (request.cluster,), now, **fields
-                )
-            else:
-                self._start_inside(
-                    row, request=request, nodes=nodes, typed=typed, pa=inside, now=now
-                )
+            with bridge.recorder.batch():  # one transaction: a refusal writes none of them
+                for one in batch:
+                    self._send(row, one, bridge.store.requests_of(row.id), now)
             bridge.due.trigger()
             return bridge.stats.passes
+
+    def _send(
+        self, row: SessionRow, request: TypedRequest, children: list[SessionRow], now: int
+    ) -> None:
+        bridge = self.bridge
+        self._check(row, request, children)
+        nodes = Request(nodes={request.cluster: request.hosts}, duration=request.duration)
+        bridge.rules.check(row.owner, nodes)
+        bridge.limits.check_request(row, nodes, now, holds=request.type is not PRE)
+        typed = Typed(
+            type=request.type,
+            related_to=request.related_to,
+            related_how=request.related_how,
+            priority=priority(row.order, len(children) + 1),
+        )
+        related = coalloc.find(children, request.related_to or "")
+        if request.related_how is Relation.COALLOC:  # one more cluster of its request
+            assert related is not None
+            coalloc.join(bridge.recorder, related[0], request, now)
+            return
+        if request.related_how is Relation.NEXT:
+            assert related is not None
+            assert related[0].typed is not None
+            typed = typed.model_copy(update={"priority": related[0].typed.priority + 1})
+        inside = self._inside(request, children, now) if request.type is NP else None
+        if inside is not None:
+            self._start_inside(row, request=request, nodes=nodes, typed=typed, pa=inside, now=now)
+            return
+        bridge.store.create_session(
+            row.owner,
+            request.id,
+            row.filter,
+            (request.cluster,),
+            now,
+            parent=row.id,
+            typed=typed,
+            request=nodes,
+            state=AppState.REQUEST_SENT,
+        )
 
     def request_info(self, user: str, session_id: str, request_id: str) -> RequestInfo:
         row = self.own(user, session_id)

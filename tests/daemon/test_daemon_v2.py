@@ -18,7 +18,7 @@ import requests
 from coorm_bridge.core.messages import EndedEvent, PreemptEvent, StartEvent
 from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.states import AppState
-from coorm_bridge.core.typed import Relation, RequestType
+from coorm_bridge.core.typed import Relation, RequestType, TypedRequest
 from coorm_bridge.launchers.client import BridgeError
 from coorm_bridge.launchers.evolving import EvolvingClient
 from tests import daemons
@@ -300,3 +300,23 @@ def test_after_kill_9_an_evolving_application_finds_its_requests_as_they_were(da
         assert more.inside == "pa"
         assert not set(more.host_names) & set(inner.host_names)
     assert {k: v for k, v in daemon.mock_reservations().items() if k in held} == held
+
+
+def test_coalloc_requests_start_together_on_both_clusters(daemon):
+    with daemon.evolving() as client:
+        sid = client.subscribe_evolving(Filter(clusters=("c1", "c2")), name="coupled").session
+        ocean = TypedRequest(id="ocean", cluster="c1", hosts=3, duration=600)
+        air = TypedRequest(
+            id="air", cluster="c2", hosts=2, duration=600,
+            related_to="ocean", related_how=Relation.COALLOC,
+        )  # fmt: skip
+        answers = client.send_requests(sid, [ocean, air])  # one call: neither starts alone
+        assert [a.request for a in answers] == ["ocean", "air"]
+        start = wait_for(client, sid, "start", request="ocean")
+        assert {c: len(a.hosts) for c, a in start.allocations.items()} == {"c1": 3, "c2": 2}
+        told = client.request_info(sid, "air")
+        assert told.state is AppState.STARTED
+        assert told.started_at == client.request_info(sid, "ocean").started_at
+        assert list(told.host_names) == hosts_of(start, "c2")
+        client.end(sid)
+        assert session_ended(client, sid).state is AppState.FINISHED

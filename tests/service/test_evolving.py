@@ -372,3 +372,19 @@ def test_coalloc_requests_are_of_one_type_duration_and_time(make_site: Any) -> N
             related_how="coalloc",
         )
     assert [r.request for r in site.bridge.evolving.info("alice", sid).requests] == ["a"]
+
+
+def test_requests_sent_together_are_written_together_or_not_at_all(make_site: Any) -> None:
+    site = make_site()
+    sid = evolving(site)
+    assert site.bridge.evolving is not None
+    good = TypedRequest(id="a", cluster="c1", hosts=2, duration=600)
+    bad = TypedRequest(
+        id="b", cluster="c2", hosts=1, duration=1200, related_to="a", related_how="coalloc"
+    )
+    with pytest.raises(Invalid, match="last as long"):
+        site.bridge.evolving.request("alice", sid, [good, bad])
+    assert site.bridge.evolving.info("alice", sid).requests == ()
+    fine = bad.model_copy(update={"duration": 600})
+    site.bridge.evolving.request("alice", sid, [good, fine])
+    assert [r.request for r in site.bridge.evolving.info("alice", sid).requests] == ["a", "b"]
