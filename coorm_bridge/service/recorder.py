@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from coorm_bridge.core.messages import Allocation, reason
-from coorm_bridge.core.states import AppState
+from coorm_bridge.core.states import FINAL, AppState
 from coorm_bridge.store import PlaceholderRow, SessionRow, Store
 
 log = logging.getLogger(__name__)
@@ -61,11 +61,15 @@ class Recorder:
 
     def emit_for(self, row: SessionRow, event: dict[str, Any]) -> None:
         """Store an event about ``row``: a request of an evolving application tells its
-        application's session, naming the request (API v2)."""
+        application's session, naming the request (API v2). Once the application ended, its
+        ``ended`` is its last event: what its requests' ghosts do after it goes untold."""
         if row.parent is None:
             self.emit(row.id, event)
-        else:
-            self.emit(row.parent, {**event, "request": row.name})
+            return
+        parent = self.store.session(row.parent)
+        if parent is not None and parent.state in FINAL:
+            return
+        self.emit(row.parent, {**event, "request": row.name})
 
     def update(self, row: SessionRow, now: int, **fields: Any) -> SessionRow:
         return self.store.update_session(row.id, now=now, **fields)

@@ -388,3 +388,29 @@ def test_requests_sent_together_are_written_together_or_not_at_all(make_site: An
     fine = bad.model_copy(update={"duration": 600})
     site.bridge.evolving.request("alice", sid, [good, fine])
     assert [r.request for r in site.bridge.evolving.info("alice", sid).requests] == ["a", "b"]
+
+
+def test_an_application_that_ends_with_a_started_request_lets_its_ghost_go(
+    make_site: Any,
+) -> None:
+    """Found on the real Slurm: the application's ``ended`` is its last event, so the ghost of
+    a request it ended with ends untold, and its placeholder is released (before, telling its
+    end failed every pass and kept it, and the pass set nothing aside)."""
+    site = make_site()
+    sid = evolving(site)
+    send(site, sid, id="pa", cluster="c1", hosts=4, duration=3600, type="pre-allocation")
+    site.step(T0 + 1)
+    site.step(T0 + 2)
+    held = info(site, sid, "pa").reservation
+    assert held in site.ours("c1")
+    assert site.bridge.evolving is not None
+    assert site.bridge.evolving.end("alice", sid).state is AppState.FINISHED
+    site.step(T0 + 3)
+    assert info(site, sid, "pa").state is AppState.GHOST  # fair-start, per request
+    site.step(T0 + 3 + 30)
+    site.step(T0 + 3 + 31)
+    site.step(T0 + 3 + 32)
+    assert info(site, sid, "pa").state is AppState.FINISHED
+    assert held not in site.ours("c1")
+    assert site.events(sid)[-1].type == "ended"
+    assert site.events(sid)[-1].request is None
