@@ -45,6 +45,12 @@ class Placeholders:
         self.choose: Callable[[SessionRow, str, int, int], tuple[str, ...]] | None = None
         """Hosts to name for a new placeholder (row, cluster, hosts, start), or none: set by the
         composition root so that placeholders avoid hosts that preemptible work uses (API v2)."""
+        self.reclaimed: Callable[[str], bool] | None = None
+        """Whether preemptible work (API v2) uses hosts of a cluster now: set by the composition
+        root. The bridge takes those hosts back itself (its jobs there are cancelled past the
+        preemption's deadline), so a refusal's hint "retry when the jobs there end" (Slurm's,
+        at their time limit) is dropped there: followed, it put the placement and so the
+        preemption off until then, and the preempting session waited for the work it preempts."""
 
     # -- holding ------------------------------------------------------------------------------
 
@@ -76,7 +82,7 @@ class Placeholders:
                 # Keep what is held until a move succeeds: released, the hosts would be the
                 # local scheduler's to backfill while the bridge tries again.
                 cluster = error.cluster or ""
-                hint = getattr(error, "retry_after", None)
+                hint = None if self._reclaims(cluster) else getattr(error, "retry_after", None)
                 raise CoAllocationFailed(
                     f"placeholders kept where they were, not moved: {error}",
                     retry_after={cluster: hint} if hint is not None else None,
@@ -85,7 +91,15 @@ class Placeholders:
             except AdapterError as error:
                 log.info("session %s: moving its placeholders failed (%s)", row.id, error)
         self.release(row.id)
-        return self._create(row, nodes, start, end)
+        try:
+            return self._create(row, nodes, start, end)
+        except CoAllocationFailed as failed:
+            for cluster in [c for c in failed.retry_after if self._reclaims(c)]:
+                del failed.retry_after[cluster]
+            raise
+
+    def _reclaims(self, cluster: str) -> bool:
+        return self.reclaimed is not None and self.reclaimed(cluster)
 
     def _update(
         self,

@@ -223,7 +223,12 @@ class EvolvingPass:
         cancels += self._preemptible(parents, children, plan, now)
         for sid, parent in parents.items():
             self._tell(parent, [self._fresh.get(c.id, c) for c in children[sid]], plan, now)
-        self.book.remember([self._fresh.get(c.id, c) for mine in children.values() for c in mine])
+        cancelled: dict[str, set[str]] = {}
+        for _, cancel in cancels:
+            cancelled.setdefault(cancel.cluster, set()).update(cancel.hosts)
+        self.book.remember(
+            [self._fresh.get(c.id, c) for mine in children.values() for c in mine], cancelled
+        )
         for gone in self._views.keys() - parents.keys():
             self._views.pop(gone, None)
             self._sent.pop(gone, None)

@@ -35,6 +35,29 @@ class HostBook:
         """Per cluster, the hosts started preemptible requests use."""
         self._given_back: dict[str, tuple[str, ...]] = {}
         """Per cluster, the hosts preemptions named (theirs to give back by a deadline)."""
+        self._reclaimed: dict[str, frozenset[str]] = {}
+        """Per cluster, hosts of killed preemptible requests whose jobs the last snapshot still
+        shows running (their cancellation takes a moment)."""
+
+    def reclaims(self, cluster: str) -> bool:
+        """Whether preemptible work uses hosts of ``cluster`` (as of the last pass): started
+        requests, or killed ones whose jobs still run there. The bridge takes those hosts back
+        itself, so a placeholder refused there drops the batch system's hint ("retry when the
+        jobs there end": Slurm's, at their time limit), which would put the placement, and so
+        the preemption, off to the work's own end."""
+        return bool(self._preemptible_hosts.get(cluster) or self._reclaimed.get(cluster))
+
+    def _still_running(self, cluster: str, hosts: frozenset[str]) -> frozenset[str]:
+        shot = self.poller.status(cluster).snapshot
+        if shot is None:
+            return hosts
+        running = {
+            h
+            for j in shot.jobs
+            if j.state is JobState.RUNNING and j.reservation is None
+            for h in j.host_names
+        }
+        return hosts & running
 
     def unused(self, pa: SessionRow, children: list[SessionRow]) -> list[str]:
         """A started pre-allocation's hosts that no request started inside it uses."""
@@ -68,7 +91,7 @@ class HostBook:
         idle = [h for h in given if h in free] + [h for h in free if h not in used]
         return tuple(idle[:hosts]) if len(idle) >= hosts else ()
 
-    def remember(self, rows: list[SessionRow]) -> None:
+    def remember(self, rows: list[SessionRow], cancelled: Mapping[str, set[str]]) -> None:
         """Per cluster, the hosts preemptible work uses and those it was told to give back:
         what a new placeholder avoids, or takes first (:meth:`hosts_for`)."""
         used: dict[str, set[str]] = {}
@@ -80,6 +103,14 @@ class HostBook:
             given.setdefault(c.clusters[0], []).extend(c.typed.give_back)
         self._preemptible_hosts = {cluster: frozenset(h) for cluster, h in used.items()}
         self._given_back = {cluster: tuple(h) for cluster, h in given.items() if h}
+        reclaimed = dict(self._reclaimed)
+        for cluster, hosts in cancelled.items():
+            reclaimed[cluster] = reclaimed.get(cluster, frozenset()) | hosts
+        self._reclaimed = {
+            cluster: left
+            for cluster, hosts in reclaimed.items()
+            if (left := self._still_running(cluster, hosts))
+        }
 
     def lend(
         self, free: dict[str, Profile], rows: Mapping[str, SessionRow], now: int

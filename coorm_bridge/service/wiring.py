@@ -207,6 +207,7 @@ def assemble(
     )
     bridge.evolving = Evolving(bridge, views)
     placeholders.choose = views.book.hosts_for
+    placeholders.reclaimed = views.book.reclaims
     recorder.ending = views.close_all
     jobs = JobDesk(
         adapter=adapter,
