@@ -7,9 +7,9 @@ token of a test user: OAR lets root submit nothing), and OAR's own commands as t
 1. a pre-allocation is a container on exactly the hosts its start names; a non-preemptible
    request inside it starts in the same call, and a job submitted into the container on those
    hosts runs there; shrinking, ending;
-2. a ``next`` request is a container that begins at its related request's end on its hosts,
-   and starts on them as soon as that one is done (no ghost in between): not so on OAR yet,
-   which refuses that container (the test's xfail says why);
+2. a ``next`` request is a container that begins on its related request's hosts at that one's
+   end plus OAR's security time (it refuses a container there earlier), and starts on them as
+   soon as that one is done (no ghost in between);
 3. a preemptible request runs a best-effort job on idle hosts; another session needs them: a
    ``preempt`` event with a deadline, then ``killed`` no earlier, the job gone from OAR (OAR
    kills a best-effort job whose hosts a job or container needs; the bridge's snapshot leaves
@@ -182,14 +182,6 @@ def test_a_pre_allocation_is_a_container_and_the_application_grows_inside_it(
         assert app.evolving_info(sid).state is AppState.FINISHED
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "OAR keeps SCHEDULER_JOB_SECURITY_TIME (60 s) after every job: a container at the "
-        "related request's end on its hosts is refused ('could run at' end + 61 s), and the "
-        "refusal's hint backs the next request off until then, even once r is done early"
-    ),
-)
 def test_a_next_request_is_held_from_the_end_of_the_one_it_follows_and_takes_its_hosts(
     daemon: daemons.Daemon, oar: OarInstance
 ) -> None:
@@ -224,7 +216,9 @@ def test_a_next_request_is_held_from_the_end_of_the_one_it_follows_and_takes_its
         info = app.request_info(sid, "n")
         assert info.state is AppState.WAITING
         assert waiting["state"] != "Running"
-        assert int(waiting["scheduledStart"]) == first.end
+        # OAR keeps SCHEDULER_JOB_SECURITY_TIME (60 s) after r: held from a second past it.
+        assert int(waiting["scheduledStart"]) == first.end + 61
+        assert info.reservation == waiting["name"]
         reserved = planned_hosts(oar, int(waiting["Job_Id"]))
         assert len(reserved) == 2
         assert reserved <= set(held)
