@@ -121,8 +121,9 @@ class Placeholders:
                 held[cluster] = old
                 continue
             spec = ReservationSpec(
-                name=old.name, start=want_start, end=want_end, hosts=hosts, users=(row.owner,)
-            )
+                name=old.name, start=want_start, end=want_end, hosts=hosts, users=(row.owner,),
+                host_names=self._kept(row, old, hosts),
+            )  # fmt: skip
             handle = self.adapter.update_reservation(cluster, spec)
             problem = spec.unmet_by(handle)
             if problem is not None:
@@ -197,6 +198,16 @@ class Placeholders:
                 if held is not None and len(held.host_names) >= hosts:
                     return {cluster: held.host_names[:hosts]}
         return {}
+
+    @staticmethod
+    def _kept(row: SessionRow, old: PlaceholderRow, hosts: int) -> tuple[str, ...]:
+        """The hosts an announced update's placeholder keeps when it moves: those it took over
+        from its related request (OAR re-submits a container to move it, and one asked by
+        count only lands on any free hosts: elsewhere while the related one still runs)."""
+        typed = row.typed
+        if typed is None or typed.related_how is not Relation.NEXT:
+            return ()
+        return old.host_names if len(old.host_names) == hosts else ()
 
     def record(
         self, session_id: str, handle: ReservationHandle, status: PlaceholderStatus

@@ -114,7 +114,7 @@ class EvolvingPass:
             return None, None
         not_before = None
         if typed.related_how is Relation.NEXT and row.state in PLACED:
-            related = self._named.get((row.parent, typed.related_to))
+            related = self._related(row.parent, typed.related_to)
             if related is None or related.started_at is None or related.request is None:
                 not_before = MAX_TIME
             else:
@@ -126,6 +126,15 @@ class EvolvingPass:
         followed = any((row.parent, name) in self._followed for name, _ in coalloc.names(row))
         ghost = 0 if followed else None
         return not_before, ghost
+
+    def _related(self, parent: str | None, name: str | None) -> SessionRow | None:
+        """The request a ``next`` one follows: among the active ones, or else ended (done
+        without a ghost, it is finished before its update's placeholder has begun, OAR's
+        lead, and the update still starts at its done)."""
+        found = self._named.get((parent, name))
+        if found is not None or parent is None:
+            return found
+        return next((r for r in self.store.requests_of(parent) if r.name == name), None)
 
     # -- the session operations' writes -------------------------------------------------------
 

@@ -350,7 +350,12 @@ class PassRunner:
                 continue
             placeholders = held.get(app_id, [])
             if row.state is AppState.GHOST and outcome.hold_until is not None:
-                if any(p.end > outcome.hold_until for p in placeholders):
+                if placeholders and outcome.hold_until <= max(now, row.done_at or now):
+                    # No ghost (a ``next`` request takes its hosts over at the done): deleted
+                    # before that one moves onto them in this enactment. Shrunk, a begun OAR
+                    # container keeps its end, and OAR refuses the other one there until then.
+                    releases.append(app_id)
+                elif any(p.end > outcome.hold_until for p in placeholders):
                     shrinks[app_id] = Shrink(outcome.hold_until)
                 continue
             if row.state is not AppState.WAITING:

@@ -5,11 +5,12 @@ with a deadline, and v1 sessions beside them unchanged."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 import pytest
 
 from coorm_bridge.adapters.mock.adapter import MockAdapter
+from coorm_bridge.core.batch import ReservationHandle, ReservationSpec
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.states import AppState
 from coorm_bridge.core.typed import TypedRequest
@@ -277,6 +278,62 @@ def test_a_next_request_is_held_past_the_batch_systems_gap_and_starts_at_an_earl
     assert second.state is AppState.STARTED
     assert second.started_at is not None
     assert second.started_at <= T0 + 5
+
+
+class _OarLike(_SecurityTime):
+    """...that also places a reservation only from a moment ahead (OAR's next pass), and
+    re-submits one to move it (the moves asked are kept: one asked by count lands anywhere)."""
+
+    moves: ClassVar[list[ReservationSpec | str]] = []
+    """Updates asked, and the names of the reservations deleted, in order."""
+
+    def reservation_lead(self) -> int:
+        return 5
+
+    def update_reservation(self, cluster: str, spec: ReservationSpec) -> ReservationHandle:
+        self.moves.append(spec)
+        return super().update_reservation(cluster, spec)
+
+    def delete_reservation(self, cluster: str, name: str) -> None:
+        self.moves.append(name)
+        super().delete_reservation(cluster, name)
+
+
+def test_a_next_request_starts_on_its_related_requests_hosts_once_that_one_has_ended(
+    make_site: Any,
+) -> None:
+    # Its placeholder, moved to the done, begins a few seconds later: by then the related
+    # request has ended (no ghost), and the update still starts, on its hosts.
+    _OarLike.moves.clear()
+    site = make_site(adapter=_OarLike, placement={"horizon": 3600})  # b is held ahead
+    sid = evolving(site)
+    send(site, sid, id="a", cluster="c1", hosts=4, duration=1800)
+    for t in range(T0 + 1, T0 + 10):
+        site.step(t)
+    first = info(site, sid, "a")
+    assert first.state is AppState.STARTED
+    send(site, sid, id="b", cluster="c1", hosts=2, duration=600, related_to="a", related_how="next")
+    site.step(T0 + 10)
+    site.adapter.run_until(T0 + 11)
+    assert site.bridge.evolving is not None
+    site.bridge.evolving.done("alice", sid, "a", None)
+    # A daemon's pass may have read its clock a moment before the done came in.
+    site.loop.passes.run(T0 + 10)
+    site.loop.enactor.run()
+    for t in range(T0 + 11, T0 + 20):
+        site.step(t)
+    assert info(site, sid, "a").state is AppState.FINISHED
+    second = info(site, sid, "b")
+    assert second.state is AppState.STARTED
+    assert second.started_at is not None
+    assert second.started_at <= T0 + 11 + 5 + 1  # its placeholder's lead and a pass
+    assert set(second.host_names) < set(first.host_names)
+    # Moved to the done by naming those hosts, not by count, once a's placeholder was deleted
+    # (not shrunk: OAR keeps a begun container's end).
+    moves = _OarLike.moves
+    (moved,) = [m for m in moves if isinstance(m, ReservationSpec) and m.start < T0 + 1800]
+    assert set(moved.host_names) == set(second.host_names)
+    assert first.reservation in moves[: moves.index(moved)]
 
 
 def test_a_silent_evolving_application_is_withdrawn_only_while_nothing_of_it_runs(
