@@ -132,9 +132,10 @@ class EvolvingPass:
         without a ghost, it is finished before its update's placeholder has begun, OAR's
         lead, and the update still starts at its done)."""
         found = self._named.get((parent, name))
-        if found is not None or parent is None:
+        if found is not None or parent is None or name is None:
             return found
-        return next((r for r in self.store.requests_of(parent) if r.name == name), None)
+        ended = coalloc.find(self.store.requests_of(parent), name)
+        return None if ended is None else ended[0]
 
     # -- the session operations' writes -------------------------------------------------------
 
