@@ -1,10 +1,11 @@
 """The v2 part of each pass: evolving applications' two views, preemptible work, and endings.
 
 The v1 policy places every request held in a batch system (pre-allocations, non-preemptible
-requests, announced updates: rows of their own, :mod:`.evolving`); what it leaves free
-(``Plan.left``) is what a request sent now would get: an evolving application's non-preemptible
-view. Its preemptible view is its equi-partitioned share (:mod:`coorm_bridge.core.equipartition`)
-of what nobody holds plus the unused hosts of started pre-allocations. A pending preemptible
+requests, announced updates: rows of their own, :mod:`.evolving`), each at its application's
+place in the order; the view at the application's own place is its non-preemptible view. Its
+preemptible view is its equi-partitioned share (:mod:`coorm_bridge.core.preemptible`) of what
+the v1 pass leaves free (``Plan.left``) plus the unused hosts of started pre-allocations
+(:mod:`.preemption` names them). A pending preemptible
 request starts when its application's share covers it now, on hosts that run nothing; a started
 one whose share falls below what it holds is told to give hosts back by then (``preempt``), and
 past that deadline it ends (``killed``) and the enactor cancels its owner's jobs on its hosts.
