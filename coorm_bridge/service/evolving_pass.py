@@ -22,7 +22,7 @@ from coorm_bridge.core.model import MAX_TIME
 from coorm_bridge.core.policy import Plan
 from coorm_bridge.core.preemptible import Outcome, share_cluster
 from coorm_bridge.core.profile import Profile
-from coorm_bridge.core.states import ACTIVE, PLACED, AppState
+from coorm_bridge.core.states import ACTIVE, FINAL, PLACED, AppState
 from coorm_bridge.core.typed import Relation, RequestType
 from coorm_bridge.service import coalloc
 from coorm_bridge.service.batchrules import BatchRules
@@ -116,7 +116,9 @@ class EvolvingPass:
         not_before = None
         if typed.related_how is Relation.NEXT and row.state in PLACED:
             related = self._related(row.parent, typed.related_to)
-            if related is None or related.started_at is None or related.request is None:
+            if related is not None and related.state in FINAL and related.started_at is None:
+                not_before = None  # it follows nothing now (withdrawn): placed as any request
+            elif related is None or related.started_at is None or related.request is None:
                 not_before = MAX_TIME
             else:
                 # Its allocation's end as the start told it (a placeholder may end sooner).

@@ -471,3 +471,19 @@ def test_an_application_that_ends_with_a_started_request_lets_its_ghost_go(
     assert held not in site.ours("c1")
     assert site.events(sid)[-1].type == "ended"
     assert site.events(sid)[-1].request is None
+
+
+def test_a_next_request_whose_related_one_was_withdrawn_is_placed_as_any(make_site: Any) -> None:
+    site = make_site()
+    sid = evolving(site)
+    other = site.subscribe("bob", ("c1",))
+    site.request(other, {"c1": 8}, 600, user="bob")
+    site.step(T0 + 1)
+    send(site, sid, id="a", cluster="c1", hosts=4, duration=600)
+    send(site, sid, id="b", cluster="c1", hosts=2, duration=600, related_to="a", related_how="next")
+    site.step(T0 + 2)
+    assert info(site, sid, "b").estimated_start is None  # behind a, which has not started
+    assert site.bridge.evolving is not None
+    site.bridge.evolving.withdraw("alice", sid, "a")
+    site.step(T0 + 3)
+    assert info(site, sid, "b").estimated_start == T0 + 1 + 600
