@@ -53,24 +53,27 @@ PA, PREEMPTIBLE = RequestType.PRE_ALLOCATION, RequestType.PREEMPTIBLE
 T = TypeVar("T")
 
 
-def config(oar: OarInstance, port: int) -> str:
+def config(oar: OarInstance, port: int, fair_start: int = FAIR_START) -> str:
     adapter = {"kind": "oar", "reservation_lead": 5, "cluster": daemons.oar_clusters(oar)}
     return daemons.config(
         adapter,
         port=port,
         tokens={TOKEN: oar.users[0], OTHER_TOKEN: oar.users[1]},
-        policy={"interval": 0.5, "fair_start": FAIR_START},
+        policy={"interval": 0.5, "fair_start": fair_start},
         placement={"poll_interval": 1, "horizon": 3600},
     )
 
 
 @pytest.fixture
-def daemon(oar: OarInstance, make_daemon, folder: Path) -> Iterator[daemons.Daemon]:
-    """Started; killed, its log shown (tests/conftest.py) and OAR reset afterwards."""
+def daemon(
+    oar: OarInstance, make_daemon, folder: Path, request: pytest.FixtureRequest
+) -> Iterator[daemons.Daemon]:
+    """Started; killed, its log shown (tests/conftest.py) and OAR reset afterwards. A test
+    given ``indirect`` a number has that fair-start (its ghosts end sooner)."""
     oar.reset()
     folder.chmod(0o755)
     port = daemons.free_port()
-    made = make_daemon(config(oar, port), port=port)
+    made = make_daemon(config(oar, port, getattr(request, "param", FAIR_START)), port=port)
     made.start()
     yield made
     made.stop(signal.SIGKILL)
@@ -125,6 +128,7 @@ def on_hosts(hosts: list[str] | tuple[str, ...]) -> str:
     return "network_address in (" + ", ".join(f"'{h}'" for h in hosts) + ")"
 
 
+@pytest.mark.parametrize("daemon", [5], indirect=True, ids=["fair_start=5"])
 def test_a_pre_allocation_is_a_container_and_the_application_grows_inside_it(
     daemon: daemons.Daemon, oar: OarInstance
 ) -> None:
