@@ -18,8 +18,9 @@ token of a test user: OAR lets root submit nothing), and OAR's own commands as t
 4. a local job that OAR predicts to start at T behind a running one starts no later than T
    while preemptible work runs on the idle hosts meanwhile.
 
-Every wait is for an event (long polls) or for OAR's answer (polled); the failsafes only stop a
-test whose awaited moment never comes.
+Two scenarios run at once in each test, each on its own cluster (OAR's tests are the suite's
+longest). Every wait is for an event (long polls) or for OAR's answer (polled); the failsafes
+only stop a test whose awaited moment never comes.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any, TypeVar
@@ -94,7 +96,7 @@ def until(probe: Callable[[], T | None], what: str) -> T:
     return found
 
 
-def hosts_of(start: StartEvent, cluster: str = "alpha") -> list[str]:
+def hosts_of(start: StartEvent, cluster: str) -> list[str]:
     return list(start.allocations[cluster].hosts)
 
 
@@ -128,17 +130,14 @@ def on_hosts(hosts: list[str] | tuple[str, ...]) -> str:
     return "network_address in (" + ", ".join(f"'{h}'" for h in hosts) + ")"
 
 
-@pytest.mark.parametrize("daemon", [5], indirect=True, ids=["fair_start=5"])
-def test_a_pre_allocation_is_a_container_and_the_application_grows_inside_it(
-    daemon: daemons.Daemon, oar: OarInstance
-) -> None:
+def pre_allocation(daemon: daemons.Daemon, oar: OarInstance, cluster: str) -> None:
     user = oar.users[0]
     with client(daemon) as app:
-        sid = app.subscribe_evolving(Filter(clusters=("alpha",)), name="amr").session
-        app.send_request(sid, id="pa", cluster="alpha", hosts=4, duration=1800, type=PA)
+        sid = app.subscribe_evolving(Filter(clusters=(cluster,)), name="amr").session
+        app.send_request(sid, id="pa", cluster=cluster, hosts=4, duration=1800, type=PA)
         start = wait_for(app, sid, "start", request="pa", failsafe=FAILSAFE)
-        held = hosts_of(start)
-        name = start.allocations["alpha"].reservation
+        held = hosts_of(start, cluster)
+        name = start.allocations[cluster].reservation
         assert name is not None
         assert len(held) == 4
         # OAR holds exactly the hosts the start names, already running the container
@@ -147,14 +146,14 @@ def test_a_pre_allocation_is_a_container_and_the_application_grows_inside_it(
         assert pa["owner"] == user
 
         # A spontaneous update: started in the call, on hosts of the pre-allocation.
-        grow = app.send_request(sid, id="grow", cluster="alpha", hosts=2, duration=600)
+        grow = app.send_request(sid, id="grow", cluster=cluster, hosts=2, duration=600)
         assert grow.state is AppState.STARTED
         assert grow.inside == "pa"
         assert grow.reservation is None  # nothing more is asked of OAR
         assert set(grow.host_names) <= set(held)
         told = wait_for(app, sid, "start", after=start.seq, request="grow")
-        assert told.allocations["alpha"].reservation == name
-        assert set(hosts_of(told)) == set(grow.host_names)
+        assert told.allocations[cluster].reservation == name
+        assert set(hosts_of(told, cluster)) == set(grow.host_names)
 
         # The user's job goes into the pre-allocation's container on those hosts, and runs.
         job_id = oar.submit(
@@ -186,27 +185,25 @@ def test_a_pre_allocation_is_a_container_and_the_application_grows_inside_it(
         assert app.evolving_info(sid).state is AppState.FINISHED
 
 
-def test_a_next_request_is_held_from_the_end_of_the_one_it_follows_and_takes_its_hosts(
-    daemon: daemons.Daemon, oar: OarInstance
-) -> None:
+def next_request(daemon: daemons.Daemon, oar: OarInstance, cluster: str) -> None:
     with client(daemon) as app:
-        sid = app.subscribe_evolving(Filter(clusters=("alpha",)), name="update").session
-        app.send_request(sid, id="r", cluster="alpha", hosts=4, duration=1800)
+        sid = app.subscribe_evolving(Filter(clusters=(cluster,)), name="update").session
+        app.send_request(sid, id="r", cluster=cluster, hosts=4, duration=1800)
         first = wait_for(app, sid, "start", request="r", failsafe=FAILSAFE)
-        held = hosts_of(first)
+        held = hosts_of(first, cluster)
         assert sorted(
-            running_container(oar, first.allocations["alpha"].reservation or "")[
+            running_container(oar, first.allocations[cluster].reservation or "")[
                 "assigned_network_address"
             ]
         ) == sorted(held)
         app.send_request(
-            sid, id="n", cluster="alpha", hosts=2, duration=600,
+            sid, id="n", cluster=cluster, hosts=2, duration=600,
             related_to="r", related_how=Relation.NEXT,
         )  # fmt: skip
 
         # Its placeholder: a reservation of the user's in OAR from r's end (a waiting
         # request's is not told: read from OAR), on r's hosts.
-        r_name = first.allocations["alpha"].reservation
+        r_name = first.allocations[cluster].reservation
 
         def placeholder() -> dict[str, Any] | None:
             for job_id, job in oar.active_jobs().items():
@@ -231,9 +228,9 @@ def test_a_next_request_is_held_from_the_end_of_the_one_it_follows_and_takes_its
         done = app.done_request(sid, "r")
         assert done.done_at is not None
         following = wait_for(app, sid, "start", after=first.seq, request="n", failsafe=FAILSAFE)
-        assert set(hosts_of(following)) == reserved
+        assert set(hosts_of(following, cluster)) == reserved
         assert following.time - done.done_at < FAIR_START, (following.time, done.done_at)
-        name = following.allocations["alpha"].reservation
+        name = following.allocations[cluster].reservation
         assert name is not None
         began = running_container(oar, name)
         assert set(began["assigned_network_address"]) == reserved
@@ -257,22 +254,20 @@ def besteffort(oar: OarInstance, hosts: list[str], walltime: int, user: str) -> 
     return job_id
 
 
-def test_preemptible_work_not_given_back_is_killed_at_its_deadline_and_its_job_cancelled(
-    daemon: daemons.Daemon, oar: OarInstance
-) -> None:
+def preemptible_killed(daemon: daemons.Daemon, oar: OarInstance, cluster: str) -> None:
     user = oar.users[0]
     with client(daemon) as app, client(daemon, OTHER_TOKEN) as other:
-        sid = app.subscribe_evolving(Filter(clusters=("alpha",)), name="sweep").session
-        app.send_request(sid, id="p", cluster="alpha", hosts=8, duration=1800, type=PREEMPTIBLE)
+        sid = app.subscribe_evolving(Filter(clusters=(cluster,)), name="sweep").session
+        app.send_request(sid, id="p", cluster=cluster, hosts=8, duration=1800, type=PREEMPTIBLE)
         start = wait_for(app, sid, "start", request="p", failsafe=FAILSAFE)
-        hosts = hosts_of(start)
-        assert sorted(hosts) == sorted(oar.nodes["alpha"])  # every host was idle
-        assert start.allocations["alpha"].reservation is None
+        hosts = hosts_of(start, cluster)
+        assert sorted(hosts) == sorted(oar.nodes[cluster])  # every host was idle
+        assert start.allocations[cluster].reservation is None
         job_id = besteffort(oar, hosts, 1700, user)
 
         # Another user's v1 session needs the whole cluster.
-        v1 = other.subscribe(Filter(clusters=("alpha",)), "solver").session
-        other.request(v1, Request(nodes={"alpha": 8}, duration=600))
+        v1 = other.subscribe(Filter(clusters=(cluster,)), "solver").session
+        other.request(v1, Request(nodes={cluster: 8}, duration=600))
         preempt = wait_for(app, sid, "preempt", after=start.seq, request="p", failsafe=FAILSAFE)
         assert isinstance(preempt, PreemptEvent)
         assert preempt.hosts == 8
@@ -283,40 +278,38 @@ def test_preemptible_work_not_given_back_is_killed_at_its_deadline_and_its_job_c
         gone = oar.wait_job(job_id, FINAL_STATES, timeout=FAILSAFE)
         assert gone["state"] in FINAL_STATES
         taken = wait_for(other, v1, "start", failsafe=FAILSAFE)
-        assert sorted(hosts_of(taken)) == sorted(hosts)
-        began = running_container(oar, taken.allocations["alpha"].reservation or "")
+        assert sorted(hosts_of(taken, cluster)) == sorted(hosts)
+        began = running_container(oar, taken.allocations[cluster].reservation or "")
         assert sorted(began["assigned_network_address"]) == sorted(hosts)
         assert oar.job(job_id)["state"] not in ACTIVE_STATES
         other.done(v1)
         app.end(sid)
 
 
-def test_a_local_job_starts_no_later_than_predicted_beside_preemptible_work(
-    daemon: daemons.Daemon, oar: OarInstance
-) -> None:
+def local_job(daemon: daemons.Daemon, oar: OarInstance, cluster: str) -> None:
     user, local = oar.users[0], oar.users[1]
-    alpha = oar.nodes["alpha"]
+    nodes = oar.nodes[cluster]
     # A running local job on half the cluster, ending when the test says (or at its limit),
     # and a local job behind it on the whole cluster: OAR predicts its start T.
     go = oar.workdir(local) / f"go-{time.monotonic_ns()}"
     first = oar.submit(
-        "-p", on_hosts(alpha[:4]),
+        "-p", on_hosts(nodes[:4]),
         "-l", "/host=4,walltime=0:05:00",
         f"while [ ! -e {go} ]; do sleep 0.2; done",
         user=local,
     )  # fmt: skip
     oar.wait_job(first, {"Running"}, timeout=FAILSAFE)
     second = oar.submit(
-        "-p", "cluster='alpha'", "-l", "/host=8,walltime=0:05:00", "true", user=local
+        "-p", f"cluster='{cluster}'", "-l", "/host=8,walltime=0:05:00", "true", user=local
     )
     predicted = oar.wait_prediction(second, timeout=FAILSAFE)
 
     with client(daemon) as app:
-        sid = app.subscribe_evolving(Filter(clusters=("alpha",)), name="sweep").session
-        app.send_request(sid, id="p", cluster="alpha", hosts=4, duration=1800, type=PREEMPTIBLE)
+        sid = app.subscribe_evolving(Filter(clusters=(cluster,)), name="sweep").session
+        app.send_request(sid, id="p", cluster=cluster, hosts=4, duration=1800, type=PREEMPTIBLE)
         start = wait_for(app, sid, "start", request="p", failsafe=FAILSAFE)
-        hosts = hosts_of(start)
-        assert set(hosts) == set(alpha[4:])  # the idle ones
+        hosts = hosts_of(start, cluster)
+        assert set(hosts) == set(nodes[4:])  # the idle ones
         assert start.time < predicted
         # Its hosts must be back by the local job's predicted start: told so.
         preempt = wait_for(app, sid, "preempt", after=start.seq, request="p", failsafe=FAILSAFE)
@@ -331,3 +324,38 @@ def test_a_local_job_starts_no_later_than_predicted_beside_preemptible_work(
         assert began["startTime"] <= predicted, (began["startTime"], predicted)
         oar.wait_job(job_id, FINAL_STATES, timeout=FAILSAFE)  # OAR took its hosts back
         app.end(sid)
+
+
+def side_by_side(**scenarios: Callable[[], None]) -> None:
+    """Run scenarios at once, each on its own cluster (the OAR tests' time is the suite's
+    longest); each failure names its scenario."""
+    with ThreadPoolExecutor(len(scenarios)) as pool:
+        running = {name: pool.submit(run) for name, run in scenarios.items()}
+    for name, future in running.items():
+        error = future.exception()
+        if error is not None:
+            raise AssertionError(f"{name}: {error}") from error
+
+
+@pytest.mark.parametrize("daemon", [5], indirect=True, ids=["fair_start=5"])
+def test_a_pre_allocation_holds_a_container_and_preemptible_work_is_taken_back_on_time(
+    daemon: daemons.Daemon, oar: OarInstance
+) -> None:
+    """1. (alpha) A pre-allocation is a container, the application grows and shrinks inside it;
+    3. (beta) preemptible work not given back is killed at its deadline, its job gone."""
+    side_by_side(
+        pre_allocation=lambda: pre_allocation(daemon, oar, "alpha"),
+        preemptible_killed=lambda: preemptible_killed(daemon, oar, "beta"),
+    )
+
+
+def test_a_next_request_takes_its_hosts_over_and_local_jobs_are_not_delayed(
+    daemon: daemons.Daemon, oar: OarInstance
+) -> None:
+    """2. (beta) A next request is held from its related one's end on its hosts and starts at
+    that one's early done; 4. (alpha) a local job starts no later than OAR predicted beside
+    preemptible work."""
+    side_by_side(
+        next_request=lambda: next_request(daemon, oar, "beta"),
+        local_job=lambda: local_job(daemon, oar, "alpha"),
+    )
