@@ -428,8 +428,7 @@ def test_absent_and_dead_nodes_in_oarnodes_and_gantt(oar: OarInstance) -> None:
     oar.reset()
     absent, dead = oar.nodes["alpha"][-1], oar.nodes["alpha"][-2]
     try:
-        oar.set_state(absent, "Absent")
-        oar.set_state(dead, "Dead")
+        oar.set_states({absent: "Absent", dead: "Dead"})
         resources = oar.resources()
         states = {r["network_address"]: (r["state"], r["state_num"]) for r in resources.values()}
         _show("oarnodes -J states", str({h: s for h, s in states.items() if s[0] != "Alive"}))
