@@ -236,12 +236,15 @@ class EvolvingPass:
         cancels += self._preemptible(parents, children, plan, now)
         for sid, parent in parents.items():
             self._tell(parent, [self._fresh.get(c.id, c) for c in children[sid]], plan, now)
-        cancelled: dict[str, set[str]] = {}
-        for _, cancel in cancels:
-            cancelled.setdefault(cancel.cluster, set()).update(cancel.hosts)
+        killed = dict(cancels)
         self.book.remember(
-            [self._fresh.get(c.id, c) for mine in children.values() for c in mine], cancelled
+            [self._fresh.get(c.id, c) for mine in children.values() for c in mine], killed
         )
+        # Asked again at each pass until the jobs are gone (level, not edge): a pass may
+        # replace the enactor's intents before it got to one.
+        cancels = list({**dict(self.book.cancels()), **killed}.items())
+        if cancels:
+            self.due.append(now + 1)
         for gone in self._views.keys() - parents.keys():
             self._views.pop(gone, None)
             self._sent.pop(gone, None)

@@ -18,6 +18,7 @@ from coorm_bridge.core.preemptible import Claim, Running, Waiting
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import PLACED, AppState
 from coorm_bridge.core.typed import RequestType
+from coorm_bridge.service.enactor import Cancel
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.store import SessionRow, Store
 
@@ -35,9 +36,10 @@ class HostBook:
         """Per cluster, the hosts started preemptible requests use."""
         self._given_back: dict[str, tuple[str, ...]] = {}
         """Per cluster, the hosts preemptions named (theirs to give back by a deadline)."""
-        self._reclaimed: dict[str, frozenset[str]] = {}
-        """Per cluster, hosts of killed preemptible requests whose jobs the last snapshot still
-        shows running (their cancellation takes a moment)."""
+        self._reclaimed: dict[str, Cancel] = {}
+        """Per killed preemptible request, its cancellation while the last snapshot still shows
+        its owner's jobs on its hosts: asked again at each pass until they are gone (a pass
+        may replace the enactor's intents before it got to one)."""
 
     def reclaims(self, cluster: str) -> bool:
         """Whether preemptible work uses hosts of ``cluster`` (as of the last pass): started
@@ -45,19 +47,23 @@ class HostBook:
         itself, so a placeholder refused there drops the batch system's hint ("retry when the
         jobs there end": Slurm's, at their time limit), which would put the placement, and so
         the preemption, off to the work's own end."""
-        return bool(self._preemptible_hosts.get(cluster) or self._reclaimed.get(cluster))
+        reclaimed = any(c.cluster == cluster for c in self._reclaimed.values())
+        return bool(self._preemptible_hosts.get(cluster)) or reclaimed
 
-    def _still_running(self, cluster: str, hosts: frozenset[str]) -> frozenset[str]:
-        shot = self.poller.status(cluster).snapshot
+    def cancels(self) -> list[tuple[str, Cancel]]:
+        """The cancellations still due, by the request killed (see ``_reclaimed``)."""
+        return list(self._reclaimed.items())
+
+    def _still_running(self, cancel: Cancel) -> bool:
+        shot = self.poller.status(cancel.cluster).snapshot
         if shot is None:
-            return hosts
-        running = {
-            h
+            return True
+        hosts = set(cancel.hosts)
+        return any(
+            j.user == cancel.owner and j.reservation is None and hosts & set(j.host_names)
             for j in shot.jobs
-            if j.state is JobState.RUNNING and j.reservation is None
-            for h in j.host_names
-        }
-        return hosts & running
+            if not j.state.finished
+        )
 
     def unused(self, pa: SessionRow, children: list[SessionRow]) -> list[str]:
         """A started pre-allocation's hosts that no request started inside it uses."""
@@ -91,7 +97,7 @@ class HostBook:
         idle = [h for h in given if h in free] + [h for h in free if h not in used]
         return tuple(idle[:hosts]) if len(idle) >= hosts else ()
 
-    def remember(self, rows: list[SessionRow], cancelled: Mapping[str, set[str]]) -> None:
+    def remember(self, rows: list[SessionRow], cancelled: Mapping[str, Cancel]) -> None:
         """Per cluster, the hosts preemptible work uses and those it was told to give back:
         what a new placeholder avoids, or takes first (:meth:`hosts_for`)."""
         used: dict[str, set[str]] = {}
@@ -103,14 +109,8 @@ class HostBook:
             given.setdefault(c.clusters[0], []).extend(c.typed.give_back)
         self._preemptible_hosts = {cluster: frozenset(h) for cluster, h in used.items()}
         self._given_back = {cluster: tuple(h) for cluster, h in given.items() if h}
-        reclaimed = dict(self._reclaimed)
-        for cluster, hosts in cancelled.items():
-            reclaimed[cluster] = reclaimed.get(cluster, frozenset()) | hosts
-        self._reclaimed = {
-            cluster: left
-            for cluster, hosts in reclaimed.items()
-            if (left := self._still_running(cluster, hosts))
-        }
+        reclaimed = {**self._reclaimed, **cancelled}
+        self._reclaimed = {k: c for k, c in reclaimed.items() if self._still_running(c)}
 
     def lend(
         self, free: dict[str, Profile], rows: Mapping[str, SessionRow], now: int
