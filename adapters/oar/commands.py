@@ -333,6 +333,9 @@ _SAID: tuple[tuple[str, ErrorKind, str], ...] = (
     ),
     ("invalid container id", "no_such_reservation", ""),
     ("You are not the right user", "no_such_job", ""),
+    # oardel of a job OAR is already killing (a move's old container, read before it ended):
+    # deleted already, as far as the bridge is concerned.
+    ("This job was already killed", "no_such_job", ""),
     ("Unknown user", "invalid_user", ""),
 )
 

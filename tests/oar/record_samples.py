@@ -152,6 +152,7 @@ def record_jobs(rec: Recorder) -> None:
         proc = oar.run("oardel", str(job_id), user=bob)
         argv = ["oardel", str(job_id)]
         rec.write(name, rec.answer(bob, argv, proc.returncode, proc.stdout, proc.stderr))
+    record_already_killed(rec, bob)
 
     # the views
     start = datetime.now()
@@ -245,6 +246,19 @@ def record_nodes(rec: Recorder) -> None:
         "oarstat_J_f_job_on_suspected_node.json", oar.json("oarstat", "-f", "-j", str(job_id))
     )
     rec.write("oarnodes_e_suspected_node.txt", oar.run("oarnodes", "-e", suspected).stdout)
+
+
+def record_already_killed(rec: Recorder, user: str) -> None:
+    """oardel of a job OAR is killing already (a move's old container, deleted again)."""
+    oar = rec.oar
+    job_id = oar.submit("-l", "/host=1,walltime=0:10:00", "sleep 600", user=user)
+    oar.run("oardel", str(job_id), user=user, check=True)
+    proc = oar.run("oardel", str(job_id), user=user)
+    argv = ["oardel", str(job_id)]
+    rec.write(
+        "oardel_already_killed.json",
+        rec.answer(user, argv, proc.returncode, proc.stdout, proc.stderr),
+    )
 
 
 def main() -> None:

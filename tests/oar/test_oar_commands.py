@@ -367,6 +367,8 @@ def test_a_refused_reservation_carries_when_it_could_run() -> None:
         ("oarsub_inner_invalid_container.json", "no_such_reservation", "invalid container id"),
         ("oardel_unknown_job.json", "no_such_job", "not the right user"),
         ("oardel_not_owner.json", "no_such_job", "not the right user"),
+        # being killed already (a move's old container deleted again): deleted, for the bridge
+        ("oardel_already_killed.json", "no_such_job", "already killed"),
     ],
 )
 def test_recorded_refusals_are_sorted(sample: str, kind: str, remedy: str) -> None:
