@@ -116,6 +116,13 @@ class Reconciler:
         session = self.store.session(placeholder.session_id)
         return session is not None and session.state in HOLDING
 
+    @staticmethod
+    def _launching(present: Reservation, now: int) -> bool:
+        """Begun but not launched yet: its batch system is launching it, and its times may be
+        read half-rewritten (OAR shortens a late reservation's walltime, then moves its start,
+        in separate statements). Its times are checked at the next reconciliation."""
+        return present.launched is False and present.start <= now
+
     def _verify(self, placeholder: PlaceholderRow, present: Reservation, now: int) -> str:
         """Times, size and hosts as the store says. A waiting session's placeholder may have had
         a host swapped (nobody was told its hosts yet): the batch system's are kept. Anything
@@ -125,6 +132,8 @@ class Reconciler:
         )
         same_times = (present.start, present.end) == (placeholder.start, placeholder.end)
         if same_hosts and same_times and present.hosts == placeholder.hosts:
+            return "ok"
+        if same_hosts and present.hosts == placeholder.hosts and self._launching(present, now):
             return "ok"
         if same_times and present.hosts == placeholder.hosts and not self._started(placeholder):
             self.store.put_placeholder(

@@ -441,3 +441,42 @@ def test_a_move_the_batch_system_refuses_keeps_the_placeholder_where_it_was(site
     for t in range(T0 + 4, T0 + 8):
         site.step(t)
     assert site.state(sid) is AppState.STARTED  # moved up once the batch system agreed
+
+
+def test_a_placeholder_being_launched_is_not_repaired_from_its_half_rewritten_times(
+    site, monkeypatch
+):
+    """OAR launches a late reservation by shortening its walltime, then moving its start, in
+    separate statements: a read in between shows it begun, not launched, ending early. That is
+    no drift to repair (OAR cannot lengthen it back): it is checked again once launched."""
+    sid = site.subscribe()
+    site.step(T0 + 1)
+    site.run(sid, {"c1": 2}, 1000)
+    site.step(T0 + 2)
+    held = site.store.placeholder(sid, "c1")
+    assert held.start <= site.adapter.now()
+    snapshot = site.adapter.snapshot
+
+    def read(launched: bool):  # the placeholder as OAR shows it halfway, or once launched
+        def shot(clusters=None):
+            real = snapshot(clusters)
+            cluster = real.clusters["c1"]
+            changed = [
+                r.model_copy(update={"end": r.end - 7, "launched": launched})
+                if r.name == held.name
+                else r
+                for r in cluster.reservations
+            ]
+            return real.model_copy(
+                update={"clusters": {"c1": cluster.model_copy(update={"reservations": changed})}}
+            )
+
+        return shot
+
+    monkeypatch.setattr(site.loop.reconciler.adapter, "snapshot", read(False))
+    assert site.loop.reconcile() == {}
+    (real,) = [r for r in snapshot(["c1"]).clusters["c1"].reservations if r.name == held.name]
+    assert real.end == held.end  # the batch system was asked nothing
+    assert site.store.placeholder(sid, "c1") == held  # nor was the book changed
+    monkeypatch.setattr(site.loop.reconciler.adapter, "snapshot", read(True))
+    assert site.loop.reconcile() == {"repaired": 1}  # launched and still short: a real drift
