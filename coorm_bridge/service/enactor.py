@@ -8,7 +8,8 @@ placements down, never the launchers' calls.
 
 Each session is on its own: a co-allocation that fails is retried later (the session is placed no
 earlier than its next attempt, so those behind it may use the hosts meanwhile, and its launcher
-gets a ``placement_failed`` event with the batch system's reason); one that can never succeed
+gets a ``placement_failed`` event with the batch system's reason); one refused with a hint ("it
+could be held from X") is tried again at once, held from X; one that can never succeed
 ends the session; one refused because the bridge itself lacks rights ends none: the admin is
 told once (:mod:`.problems`) and the session retries with back-off until they are granted; an
 unexpected error sets that session aside (``error``), never the others. A release that fails (a
@@ -80,8 +81,18 @@ Intent = Hold | Start | Shrink | Release | Cancel
 
 @dataclass(frozen=True, slots=True)
 class Backoff:
+    """A failing session's next attempt (``retry_at``), and the batch system's hint: when it
+    could hold what was refused (``hinted``). The policy places it no earlier than either, but
+    the attempt is not put off until the hint: the placeholder is held from it now, so that
+    nobody takes those hosts meanwhile."""
+
     failures: int
     retry_at: int
+    hinted: int = 0
+
+    @property
+    def not_before(self) -> int:
+        return max(self.retry_at, self.hinted)
 
 
 class Enactor:
@@ -146,13 +157,13 @@ class Enactor:
         now on, before its retry (an announced update whose related request ended early: the
         hint it was refused with was about the old end)."""
         backoff = self.placement.get(sid)
-        if backoff is not None and after < backoff.retry_at and after != self._based.get(sid):
+        if backoff is not None and after < backoff.not_before and after != self._based.get(sid):
             del self.placement[sid]
         self._based[sid] = after
 
     def not_before(self) -> dict[str, int]:
         """Per failing session, its next attempt: the policy places it no earlier."""
-        return {sid: b.retry_at for sid, b in self.placement.items()}
+        return {sid: b.not_before for sid, b in self.placement.items()}
 
     def next_attempts(self) -> list[int]:
         return [b.retry_at for b in (*self.placement.values(), *self.releases.values())]
@@ -349,7 +360,7 @@ class Enactor:
         assert row.request is not None
         old = self.placement.get(row.id)
         failures = 1 if old is None else old.failures + 1
-        why = str(failed)
+        why, hinted = str(failed), 0
         if failed.lacking:
             retry_at = self._lacking_rights(row.id, failed.lacking, failures, now)
             clusters = ", ".join(sorted(failed.lacking))
@@ -361,14 +372,17 @@ class Enactor:
         else:
             for cluster in failed.retry_after or failed.unavailable or row.request.nodes:
                 self.poller.poll(cluster)
-            hints = [t for t in failed.retry_after.values() if t > now]
+            hinted = max((t for t in failed.retry_after.values() if t > now), default=0)
             if failures < self.config.placement.attempts:
-                retry_at = max(hints, default=now + 1)
+                retry_at = now + 1
             else:
-                retry_at = max(hints, default=now + self._backoff(failures))
-            log.info("session %s: %s (attempt %d, next at %d)", row.id, failed, failures, retry_at)
+                retry_at = now + self._backoff(failures)
+            log.info(
+                "session %s: %s (attempt %d, next at %d%s)", row.id, failed, failures, retry_at,
+                f", from {hinted} on" if hinted else "",
+            )  # fmt: skip
         with self.lock:
-            self.placement[row.id] = Backoff(failures, retry_at)
+            self.placement[row.id] = Backoff(failures, retry_at, hinted)
             fresh = self.store.session(row.id)
             if fresh is not None and fresh.state in ACTIVE:
                 self.recorder.placement_failed(fresh, why, retry_at, now)
