@@ -289,17 +289,14 @@ class Enactor:
         snapshot, taken again first): what a preemptible request left running past its
         deadline. A failed call is logged; the job's own time limit ends it anyway."""
         self.poller.poll(intent.cluster)
-        shot = self.poller.status(intent.cluster).snapshot
-        hosts = set(intent.hosts)
-        for job in () if shot is None else shot.jobs:
-            if job.user == intent.owner and job.reservation is None and hosts & set(job.host_names):
-                try:
-                    self.adapter.cancel(intent.cluster, job.id)
-                    log.info(
-                        "cancelled job %s of %s on %s: preempted", job.id, job.user, intent.cluster
-                    )
-                except Exception as error:
-                    log.warning("job %s on %s not cancelled: %s", job.id, intent.cluster, error)
+        jobs = self.poller.owners_jobs_on(intent.cluster, intent.owner, intent.hosts)
+        for job in jobs or ():
+            try:
+                self.adapter.cancel(intent.cluster, job.id)
+                log.info("cancelled job %s of %s on %s: preempted", job.id, job.user,
+                         intent.cluster)  # fmt: skip
+            except Exception as error:
+                log.warning("job %s on %s not cancelled: %s", job.id, intent.cluster, error)
 
     def _overrun(self, held: Mapping[str, PlaceholderRow]) -> str | None:
         """A job of someone else's still running on the held hosts (past its time limit: Slurm

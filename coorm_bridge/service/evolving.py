@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import Sequence
+from typing import Any
 
 from coorm_bridge.core.messages import Allocation, View
 from coorm_bridge.core.model import Filter, Request
@@ -148,17 +149,22 @@ class Evolving:
         if inside is not None:
             self._start_inside(row, request=request, nodes=nodes, typed=typed, pa=inside, now=now)
             return
-        bridge.store.create_session(
-            row.owner,
-            request.id,
-            row.filter,
-            (request.cluster,),
-            now,
-            parent=row.id,
-            typed=typed,
-            request=nodes,
-            state=AppState.REQUEST_SENT,
-        )
+        self._create(row, request, typed, nodes, now, state=AppState.REQUEST_SENT)
+
+    def _create(
+        self,
+        row: SessionRow,
+        request: TypedRequest,
+        typed: Typed,
+        nodes: Request,
+        now: int,
+        **state: Any,
+    ) -> SessionRow:
+        """The request's own row, below its application's (one row a request, API v2)."""
+        return self.bridge.store.create_session(
+            row.owner, request.id, row.filter, (request.cluster,), now,
+            parent=row.id, typed=typed, request=nodes, **state,
+        )  # fmt: skip
 
     def request_info(self, user: str, session_id: str, request_id: str) -> RequestInfo:
         row = self.own(user, session_id)
@@ -299,20 +305,10 @@ class Evolving:
         typed = typed.model_copy(update={"inside": pa.name, "host_names": tuple(hosts)})
         end = now + request.duration
         with recorder.batch():
-            child = store.create_session(
-                row.owner,
-                request.id,
-                row.filter,
-                (request.cluster,),
-                now,
-                parent=row.id,
-                typed=typed,
-                request=nodes,
-                state=AppState.STARTED,
-                started_at=now,
-                estimated_start=now,
-                alloc_end=end,
-            )
+            child = self._create(
+                row, request, typed, nodes, now,
+                state=AppState.STARTED, started_at=now, estimated_start=now, alloc_end=end,
+            )  # fmt: skip
             reservation = None if placeholder is None else placeholder.name
             allocations = {request.cluster: Allocation(hosts=hosts, reservation=reservation)}
             recorder.emit_for(

@@ -226,6 +226,23 @@ class Poller:
             None,
         )
 
+    def owners_jobs_on(self, cluster: str, owner: str, hosts: Iterable[str]) -> list[Job] | None:
+        """``owner``'s unfinished jobs outside reservations on any of ``hosts``, as the last
+        snapshot shows them (None: no snapshot yet): what a preemptible request runs, which the
+        bridge lends to the views and cancels when the request is preempted."""
+        shot = self._status[cluster].snapshot
+        if shot is None:
+            return None
+        wanted = set(hosts)
+        return [
+            j
+            for j in shot.jobs
+            if j.user == owner
+            and j.reservation is None
+            and not j.state.finished
+            and wanted.intersection(j.host_names)
+        ]
+
     def stale(self) -> tuple[str, ...]:
         return tuple(name for name, status in self.statuses().items() if status.stale)
 

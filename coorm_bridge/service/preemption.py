@@ -55,15 +55,8 @@ class HostBook:
         return list(self._reclaimed.items())
 
     def _still_running(self, cancel: Cancel) -> bool:
-        shot = self.poller.status(cancel.cluster).snapshot
-        if shot is None:
-            return True
-        hosts = set(cancel.hosts)
-        return any(
-            j.user == cancel.owner and j.reservation is None and hosts & set(j.host_names)
-            for j in shot.jobs
-            if not j.state.finished
-        )
+        jobs = self.poller.owners_jobs_on(cancel.cluster, cancel.owner, cancel.hosts)
+        return jobs is None or bool(jobs)
 
     def unused(self, pa: SessionRow, children: list[SessionRow]) -> list[str]:
         """A started pre-allocation's hosts that no request started inside it uses."""
@@ -124,13 +117,12 @@ class HostBook:
             if typed is None or typed.type is not PRE or row.state is not AppState.STARTED:
                 continue
             cluster = row.clusters[0]
-            shot = self.poller.status(cluster).snapshot
-            if shot is None or cluster not in lent:
+            jobs = self.poller.owners_jobs_on(cluster, row.owner, typed.host_names)
+            if jobs is None or cluster not in lent:
                 continue
             hosts = set(typed.host_names)
-            for job in shot.jobs:
-                mine = job.user == row.owner and job.reservation is None
-                if mine and job.state is JobState.RUNNING and set(job.host_names) <= hosts:
+            for job in jobs:
+                if job.state is JobState.RUNNING and set(job.host_names) <= hosts:
                     end = job.end
                     if end is not None and end > now:
                         lent[cluster] = lent[cluster].add(job.hosts, now, end)
