@@ -8,11 +8,6 @@ import os
 from collections.abc import Callable, Sequence
 
 from coorm_bridge import __version__
-from coorm_bridge.cli.admin import cancel_session, drain_cluster, list_sessions, resume_cluster
-from coorm_bridge.cli.check import check_command
-from coorm_bridge.cli.demo import run_demo
-from coorm_bridge.cli.serve import serve_command
-from coorm_bridge.cli.status import show_status
 from coorm_bridge.core.states import AppState
 
 CONFIG_ENV = "COORM_BRIDGE_CONFIG"
@@ -95,28 +90,58 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: The admin commands, each from its parsed arguments.
-ADMIN_COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
-    "sessions": lambda a: list_sessions(a.url, a.token, a.ca, a.user, a.state),
-    "cancel": lambda a: cancel_session(a.url, a.token, a.ca, a.session, a.reason),
-    "drain": lambda a: drain_cluster(a.url, a.token, a.ca, a.cluster, a.reason),
-    "resume": lambda a: resume_cluster(a.url, a.token, a.ca, a.cluster),
+# Each command imports what it needs when it runs: the daemon's (FastAPI, the policy, the
+# adapters) costs about a second and a half of CPU, which ``status`` or ``--version`` need not pay.
+
+
+def _serve(a: argparse.Namespace) -> int:
+    if a.check:
+        from coorm_bridge.cli.check import check_command  # noqa: PLC0415 - when it runs
+
+        return check_command(a.config)
+    from coorm_bridge.cli.serve import serve_command  # noqa: PLC0415 - when it runs
+
+    return serve_command(a.config, a.log_level)
+
+
+def _status(a: argparse.Namespace) -> int:
+    from coorm_bridge.cli.status import show_status  # noqa: PLC0415 - when it runs
+
+    return show_status(a.url, a.token, a.ca)
+
+
+def _demo(a: argparse.Namespace) -> int:
+    from coorm_bridge.cli.demo import run_demo  # noqa: PLC0415 - when it runs
+
+    return run_demo(a.url, a.token, start_daemon=a.start_daemon, ca=a.ca)
+
+
+def _admin(a: argparse.Namespace) -> int:
+    from coorm_bridge.cli import admin  # noqa: PLC0415 - when it runs
+
+    if a.command == "sessions":
+        return admin.list_sessions(a.url, a.token, a.ca, a.user, a.state)
+    if a.command == "cancel":
+        return admin.cancel_session(a.url, a.token, a.ca, a.session, a.reason)
+    if a.command == "drain":
+        return admin.drain_cluster(a.url, a.token, a.ca, a.cluster, a.reason)
+    return admin.resume_cluster(a.url, a.token, a.ca, a.cluster)
+
+
+#: Each command, from its parsed arguments.
+COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
+    "serve": _serve,
+    "status": _status,
+    "demo": _demo,
+    **dict.fromkeys(("sessions", "cancel", "drain", "resume"), _admin),
 }
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    if args.command == "serve" and args.check:
-        return check_command(args.config)
-    if args.command == "serve":
-        return serve_command(args.config, args.log_level)
-    if args.command == "status":
-        return show_status(args.url, args.token, args.ca)
-    if args.command == "demo":
-        return run_demo(args.url, args.token, start_daemon=args.start_daemon, ca=args.ca)
-    if args.command in ADMIN_COMMANDS:
-        return ADMIN_COMMANDS[args.command](args)
+    if args.command in COMMANDS:
+        return COMMANDS[args.command](args)
     parser.print_help()
     return 0
 
