@@ -11,13 +11,11 @@ answered once the pass that placed it ran (:func:`.routes.after_pass`).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Annotated, Protocol
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Request
 from fastapi.responses import Response
 
-from coorm_bridge.core.model import Filter
 from coorm_bridge.core.typed import TypedRequest
 from coorm_bridge.http import routes
 from coorm_bridge.http.routes import ERRORS, User, after_pass, blocking
@@ -28,33 +26,11 @@ from coorm_bridge.protocol import (
 )
 from coorm_bridge.protocol_v2 import DoneBody, EvolvingInfo, RequestInfo
 from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.evolving import Evolving
 
 TAG = "v2: evolving applications"
 
 router = APIRouter(responses=ERRORS, tags=[TAG])
-
-
-class EvolvingService(Protocol):
-    """What these routes need of ``bridge.evolving`` (:mod:`coorm_bridge.service.evolving`);
-    every method raises the service's errors (NotFound, Conflict, Invalid, OverLimit)."""
-
-    def subscribe(self, user: str, filter: Filter, name: str | None) -> Subscribed: ...
-
-    def info(self, user: str, session_id: str) -> EvolvingInfo: ...
-
-    def request(
-        self, user: str, session_id: str, request: TypedRequest | Sequence[TypedRequest]
-    ) -> int: ...
-
-    def request_info(self, user: str, session_id: str, request_id: str) -> RequestInfo: ...
-
-    def done(
-        self, user: str, session_id: str, request_id: str, hosts: int | None
-    ) -> RequestInfo: ...
-
-    def withdraw(self, user: str, session_id: str, request_id: str) -> RequestInfo: ...
-
-    def end(self, user: str, session_id: str) -> StateAnswer: ...
 
 
 def the_bridge(request: Request) -> Bridge:
@@ -62,17 +38,17 @@ def the_bridge(request: Request) -> Bridge:
     return bridge
 
 
-def the_evolving(request: Request) -> EvolvingService:
+def the_evolving(request: Request) -> Evolving:
     """``bridge.evolving``, which the composition root sets (a bridge assembled without it
     answers v2 with a 404, as a daemon older than v2 would)."""
-    evolving: EvolvingService | None = getattr(request.app.state.bridge, "evolving", None)
+    evolving: Evolving | None = getattr(request.app.state.bridge, "evolving", None)
     if evolving is None:
         raise HTTPException(404, "this bridge serves no evolving applications (API v2)")
     return evolving
 
 
 TheBridge = Annotated[Bridge, Depends(the_bridge)]
-TheEvolving = Annotated[EvolvingService, Depends(the_evolving)]
+TheEvolving = Annotated[Evolving, Depends(the_evolving)]
 
 
 @router.post("/sessions", status_code=201, summary="Subscribe an evolving application")
