@@ -208,6 +208,7 @@ class EvolvingPass:
     def run(self, rows: dict[str, SessionRow], plan: Plan, now: int) -> list[tuple[str, Cancel]]:
         """Inside the pass's transaction, after v1's records: returns the cancellations due."""
         self.again, self.due, self._fresh = False, [], {}
+        self.book.new_pass()
         parents = {sid: row for sid, row in rows.items() if row.evolving}
         children: dict[str, list[SessionRow]] = {sid: [] for sid in parents}
         for row in list(rows.values()):

@@ -40,6 +40,12 @@ class HostBook:
         """Per killed preemptible request, its cancellation while the last snapshot still shows
         its owner's jobs on its hosts: asked again at each pass until they are gone (a pass
         may replace the enactor's intents before it got to one)."""
+        self._pa_hosts: dict[str, tuple[str, ...]] = {}
+        """Started pre-allocations' hosts read this pass (a started one's hosts do not change:
+        one store read a pass, not one for each time the pass asks)."""
+
+    def new_pass(self) -> None:
+        self._pa_hosts.clear()
 
     def reclaims(self, cluster: str) -> bool:
         """Whether preemptible work uses hosts of ``cluster`` (as of the last pass): started
@@ -60,16 +66,19 @@ class HostBook:
 
     def unused(self, pa: SessionRow, children: list[SessionRow]) -> list[str]:
         """A started pre-allocation's hosts that no request started inside it uses."""
-        held = self.store.placeholder(pa.id, pa.clusters[0])
-        if held is None:
-            return []
+        hosts = self._pa_hosts.get(pa.id)
+        if hosts is None:
+            held = self.store.placeholder(pa.id, pa.clusters[0])
+            if held is None:
+                return []
+            hosts = self._pa_hosts[pa.id] = held.host_names
         used = {
             host
             for c in children
             if c.typed is not None and c.typed.inside == pa.name and c.state is AppState.STARTED
             for host in c.typed.host_names
         }
-        return [host for host in held.host_names if host not in used]
+        return [host for host in hosts if host not in used]
 
     def hosts_for(self, row: SessionRow, cluster: str, hosts: int, start: int) -> tuple[str, ...]:
         """Hosts for a placeholder of ``row`` starting at ``start``, named when preemptible work
