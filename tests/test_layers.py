@@ -189,8 +189,11 @@ def loaded_by(statement: str) -> set[str]:
     return set(out.stdout.split())
 
 
-def test_the_launcher_client_loads_no_numpy_no_server_no_adapter():
-    loaded = loaded_by("import coorm_bridge.launchers.client")
+@pytest.mark.parametrize(
+    "module", ["coorm_bridge.launchers.client", "coorm_bridge.launchers.application"]
+)
+def test_the_launcher_client_loads_no_numpy_no_server_no_adapter(module):
+    loaded = loaded_by(f"import {module}")
     heavy = {"numpy", "fastapi", "uvicorn", "starlette", "apscheduler", "paramiko", "sqlite3"}
     assert not {name.split(".")[0] for name in loaded} & heavy
     ours = {name for name in loaded if name.startswith("coorm_bridge.")}
