@@ -24,6 +24,7 @@ from coorm_bridge.core.typed import Relation, RequestType
 from coorm_bridge.launchers.application import (
     Application,
     ApplicationEnded,
+    Killed,
     Notice,
     Preempted,
     Started,
@@ -139,6 +140,24 @@ def test_a_sweep_gives_preempted_hosts_back_in_time_and_keeps_the_others(daemon)
         solver.end()
         sweep.end()
         assert [n.state for n in sweeping if isinstance(n, ApplicationEnded)] == [AppState.FINISHED]
+
+
+def test_a_preemption_not_answered_kills_the_work_past_its_deadline(daemon) -> None:  # type: ignore[no-untyped-def]
+    with daemon.client() as one, daemon.client() as two:
+        sweep = Application.subscribe(one, Filter(clusters=("c2",)), name="sweep")
+        sweeping = sweep.notices(wait=5)
+        work = sweep.preemptible("c2", 4, 3600)
+        first(sweeping, Started, lambda n: n.request == work.request)
+        solver = Application.subscribe(two, Filter(clusters=("c2",)), name="solver")
+        need = solver.grow("c2", 4, 600)
+        preempted = first(sweeping, Preempted, lambda n: n.request == work.request)
+        killed = first(sweeping, Killed, lambda n: n.request == work.request)
+        assert killed.time >= preempted.deadline
+        assert sweep.requests[work.request].state is not AppState.STARTED
+        taken = first(solver.notices(wait=5), Started, lambda n: n.request == need.request)
+        assert taken.time >= preempted.deadline
+        sweep.end()
+        solver.end()
 
 
 def test_notices_go_on_through_a_kill_9_and_a_new_process_picks_the_session_up(daemon) -> None:  # type: ignore[no-untyped-def]
