@@ -9,7 +9,10 @@ Every wait reads the application's notices (long polls); none sleeps.
 from __future__ import annotations
 
 import functools
+import os
 import signal
+import subprocess
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -33,6 +36,7 @@ from coorm_bridge.launchers.application import (
 )
 from coorm_bridge.launchers.evolving import EvolvingClient
 from tests import daemons
+from tests.readme import README
 
 pytestmark = pytest.mark.daemon
 N = TypeVar("N")
@@ -209,3 +213,23 @@ def test_the_views_answer_when_hosts_stay_free_long_enough() -> None:
     assert views.earliest("c1", 1, 10, after=1000) == 1000
     assert views.earliest("c2", 1, 10, after=0) is None
     assert views.free("c1", 250, preemptible=True) == 0
+
+
+def readme_block(marker: str) -> str:
+    """The fenced block right after ``<!-- marker -->`` in the README."""
+    text = README.split(f"<!-- {marker} -->\n", 1)[1]
+    return text.split("```", 2)[1].split("\n", 1)[1]
+
+
+def test_the_readmes_example_prints_what_the_readme_shows(daemon) -> None:  # type: ignore[no-untyped-def]
+    code, shown = readme_block("application-example"), readme_block("application-output")
+    ran = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "COORM_BRIDGE_URL": daemon.unix},
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert ran.stdout == shown
