@@ -228,6 +228,7 @@ def test_the_readmes_example_prints_what_the_readme_shows(daemon) -> None:  # ty
         capture_output=True,
         text=True,
         env={**os.environ, "COORM_BRIDGE_URL": daemon.unix},
+        cwd="/",  # not the checkout: its coorm_bridge/ folder is not the installed package
         timeout=120,
         check=False,
     )
