@@ -158,7 +158,8 @@ def test_a_job_that_kills_its_supervisor_still_runs_and_is_stopped_with_its_chil
     work = tmp_path / "work"
     code = SPAWN + (
         "import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)\n"
-        "os.kill(os.getppid(), signal.SIGKILL); open('pid', 'w').write(str(os.getpid()))\n"
+        "os.kill(os.getppid(), signal.SIGKILL); open('pid.new', 'w').write(str(os.getpid()))\n"
+        "os.rename('pid.new', 'pid')\n"  # whole when it appears
         "time.sleep(600)\n"
     )
     started = front.launch("j1", spec(work, code))
