@@ -363,8 +363,10 @@ def test_preemptible_work_is_taken_back_at_its_deadline_and_its_job_cancelled(
 def test_a_local_job_starts_no_later_than_slurm_predicted_beside_preemptible_work(
     bridge, slurm_partitions, user
 ):
-    """Root's job on half of alpha runs (its limit: 3 minutes); root's next job wants all of
-    alpha: Slurm predicts it at the first one's limit, T. Preemptible work on the idle half,
+    """Root's job on half of alpha runs (its limit: 8 minutes, ended early: on a busy machine
+    the steps before the user's job took over 3, and the local job took the hosts at that limit);
+    root's next job wants all of alpha: Slurm predicts it at the first one's limit, T.
+    Preemptible work on the idle half,
     its job's limit ending by its deadline, does not move Slurm's prediction of T; and once the
     first job ends and the application answers its preemption (its job cancelled, the hosts
     given back), the local job starts at once: nothing of the bridge's holds it."""
@@ -372,7 +374,7 @@ def test_a_local_job_starts_no_later_than_slurm_predicted_beside_preemptible_wor
     nodes = sorted(slurm.nodes["alpha"])
     first = command(
         slurm, "sbatch", "--parsable", "-p", "alpha", "-o", "/dev/null", "--chdir=/tmp",
-        f"--nodelist={','.join(nodes[:4])}", "-N", "4", "--time=3", "--wrap", "sleep 600",
+        f"--nodelist={','.join(nodes[:4])}", "-N", "4", "--time=8", "--wrap", "sleep 600",
     ).strip()  # fmt: skip
     until(lambda: running(slurm, first), f"root's job {first} running")
     local = sbatch(slurm, "-N", "8", "--time=5")
