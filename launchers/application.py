@@ -89,51 +89,49 @@ def _free(cap: CAP, at: int) -> int:
 
 
 @dataclass(frozen=True)
-class Started:
-    """A request started: its hosts until ``end`` (one notice for a coalloc group's clusters)."""
+class RequestNotice:
+    """What every notice about one request says: which, and when."""
 
     request: str
     time: int
+
+
+@dataclass(frozen=True)
+class Started(RequestNotice):
+    """A request started: its hosts until ``end`` (one notice for a coalloc group's clusters)."""
+
     end: int
     hosts: Mapping[str, tuple[str, ...]]
 
 
 @dataclass(frozen=True)
-class Preempted:
+class Preempted(RequestNotice):
     """A preemptible request must give ``hosts`` of its hosts back (``host_names``) by
     ``deadline``; answer with :meth:`Application.give_back`, or its work there is cancelled."""
 
-    request: str
-    time: int
     hosts: int
     host_names: tuple[str, ...]
     deadline: int
 
 
 @dataclass(frozen=True)
-class RequestEnded:
+class RequestEnded(RequestNotice):
     """A request ended (done, withdrawn, or its application ended)."""
 
-    request: str
-    time: int
     state: AppState
 
 
 @dataclass(frozen=True)
-class Killed:
+class Killed(RequestNotice):
     """A request was taken back: a preemption past its deadline, a lost placeholder."""
 
-    request: str
-    time: int
     reason: str
 
 
 @dataclass(frozen=True)
-class Failed:
+class Failed(RequestNotice):
     """A request cannot go on (a site's rule refuses it, or the bridge could not handle it)."""
 
-    request: str
-    time: int
     reason: str
 
 
@@ -221,8 +219,7 @@ class Application:
         self, cluster: str, hosts: int, duration: int, *, id: str | None = None
     ) -> RequestInfo:
         """Hosts the application may need: held for it (a placeholder), used by :meth:`grow`."""
-        return self._send(TypedRequest(id=self._id(id), cluster=cluster, hosts=hosts,
-                                       duration=duration, type=PA))  # fmt: skip
+        return self._send(PA, cluster, hosts, duration, id)
 
     def grow(
         self, cluster: str, hosts: int, duration: int, *, id: str | None = None
@@ -230,15 +227,13 @@ class Application:
         """A non-preemptible request: started at once (in this call) on unused hosts of a
         started pre-allocation on ``cluster`` when it fits there until that one's end;
         otherwise queued like any request, and started when :meth:`notices` says so."""
-        return self._send(TypedRequest(id=self._id(id), cluster=cluster, hosts=hosts,
-                                       duration=duration, type=NP))  # fmt: skip
+        return self._send(NP, cluster, hosts, duration, id)
 
     def preemptible(
         self, cluster: str, hosts: int, duration: int, *, id: str | None = None
     ) -> RequestInfo:
         """Hosts nobody holds now, which the bridge may take back (a :class:`Preempted`)."""
-        return self._send(TypedRequest(id=self._id(id), cluster=cluster, hosts=hosts,
-                                       duration=duration, type=PRE))  # fmt: skip
+        return self._send(PRE, cluster, hosts, duration, id)
 
     def announce(
         self, request: str, hosts: int, duration: int, *, id: str | None = None
@@ -246,13 +241,9 @@ class Application:
         """An announced update (``next``): held from ``request``'s end on its hosts as far as
         they overlap, and started when that one ends (or is :meth:`done` early)."""
         follows = self.requests[request]
-        return self._send(
-            TypedRequest(
-                id=self._id(id), cluster=follows.cluster, hosts=hosts, duration=duration,
-                type=follows.type if follows.type is not PRE else NP,
-                related_to=request, related_how=Relation.NEXT,
-            )
-        )  # fmt: skip
+        kind = follows.type if follows.type is not PRE else NP
+        return self._send(kind, follows.cluster, hosts, duration, id,
+                          related_to=request, related_how=Relation.NEXT)  # fmt: skip
 
     def shrink(self, request: str, hosts: int) -> RequestInfo:
         """Give ``hosts`` of a started request's hosts back; it goes on on the others."""
@@ -330,7 +321,14 @@ class Application:
             continue
         return name
 
-    def _send(self, request: TypedRequest) -> RequestInfo:
+    def _send(
+        self, kind: RequestType, cluster: str, hosts: int, duration: int, id: str | None,
+        **relation: object,
+    ) -> RequestInfo:  # fmt: skip
+        request = TypedRequest.model_validate(
+            {"id": self._id(id), "cluster": cluster, "hosts": hosts, "duration": duration,
+             "type": kind, **relation}
+        )  # fmt: skip
         return self._answered(self.client.send_request(self.session, request))
 
     def _answered(self, info: RequestInfo) -> RequestInfo:
@@ -382,6 +380,7 @@ __all__ = [
     "Notice",
     "Preempted",
     "RequestEnded",
+    "RequestNotice",
     "Started",
     "Views",
     "ViewsChanged",
