@@ -162,7 +162,8 @@ class Enactor:
         self._based[sid] = after
 
     def not_before(self) -> dict[str, int]:
-        """Per failing session, its next attempt: the policy places it no earlier."""
+        """Per failing session, the policy places it no earlier than its next attempt or the
+        batch system's hint, whichever is later."""
         return {sid: b.not_before for sid, b in self.placement.items()}
 
     def next_attempts(self) -> list[int]:
