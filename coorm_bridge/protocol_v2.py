@@ -10,14 +10,25 @@ their JSON. Shared by the daemon and the client, as :mod:`coorm_bridge.protocol`
 
 from __future__ import annotations
 
-from typing import Annotated
+from collections import Counter
+from typing import Annotated, Self
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from coorm_bridge.core.messages import View
-from coorm_bridge.core.model import MAX_SEQ, Duration, Frozen, Name, PositiveCount, Time, UserName
+from coorm_bridge.core.model import (
+    MAX_COUNT,
+    MAX_SEQ,
+    Duration,
+    Frozen,
+    Name,
+    PositiveCount,
+    Time,
+    UserName,
+)
 from coorm_bridge.core.states import AppState
 from coorm_bridge.core.typed import Relation, RequestType, TypedRequest
+from coorm_bridge.protocol import JobRequest
 
 API_V2_PREFIX = "/v2"
 
@@ -78,6 +89,44 @@ class DoneBody(Frozen):
     preemption, an application shrinking)."""
 
     hosts: PositiveCount | None = None
+    host_names: tuple[Name, ...] = Field(default=(), max_length=MAX_COUNT)
+    """Which of its hosts go back (``hosts`` of them, none twice): a sweep gives back the hosts
+    whose tasks ended, not those still running one. Empty: the bridge picks (those a preemption
+    named first, then the last ones)."""
+
+    @model_validator(mode="after")
+    def _named(self) -> Self:
+        if self.host_names:
+            if self.hosts is None or len(self.host_names) != self.hosts:
+                raise ValueError("host_names must name exactly `hosts` hosts")
+            if len(set(self.host_names)) != len(self.host_names):
+                raise ValueError("host_names names a host twice")
+        return self
 
 
-__all__ = ["API_V2_PREFIX", "DoneBody", "EvolvingInfo", "RequestInfo", "TypedRequest"]
+class RequestJobRequest(JobRequest):
+    """``POST /v2/sessions/{id}/requests/{request}/jobs``: a job of a started request, run by
+    the bridge's front end (the mock platform) on ``hosts``, some of the request's (a sweep's
+    task per host), or on all of them (empty). It runs in the request's reservation (its own,
+    or its pre-allocation's for an update started inside one), or outside reservations for a
+    preemptible request, and ends when the request does (done, killed, the application
+    ended)."""
+
+    hosts: tuple[Name, ...] = Field(default=(), max_length=MAX_COUNT)
+
+    @model_validator(mode="after")
+    def _distinct(self) -> Self:
+        if len(set(self.hosts)) != len(self.hosts):
+            twice = sorted(host for host, n in Counter(self.hosts).items() if n > 1)
+            raise ValueError(f"hosts names {', '.join(twice)} more than once")
+        return self
+
+
+__all__ = [
+    "API_V2_PREFIX",
+    "DoneBody",
+    "EvolvingInfo",
+    "RequestInfo",
+    "RequestJobRequest",
+    "TypedRequest",
+]

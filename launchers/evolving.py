@@ -18,14 +18,23 @@ from pydantic import TypeAdapter
 from coorm_bridge.core.model import Filter
 from coorm_bridge.core.typed import Relation, RequestType, TypedRequest
 from coorm_bridge.launchers.client import BridgeClient
-from coorm_bridge.protocol import StateAnswer, SubscribeBody, Subscribed
-from coorm_bridge.protocol_v2 import API_V2_PREFIX, DoneBody, EvolvingInfo, RequestInfo
+from coorm_bridge.protocol import JobAnswer, JobInfo, StateAnswer, SubscribeBody, Subscribed
+from coorm_bridge.protocol_v2 import (
+    API_V2_PREFIX,
+    DoneBody,
+    EvolvingInfo,
+    RequestInfo,
+    RequestJobRequest,
+)
 
 _SUBSCRIBED = TypeAdapter(Subscribed)
 _INFO = TypeAdapter(EvolvingInfo)
 _REQUEST = TypeAdapter(RequestInfo)
 _REQUESTS = TypeAdapter(list[RequestInfo])
 _STATE = TypeAdapter(StateAnswer)
+_JOB_ANSWER = TypeAdapter(JobAnswer)
+_JOBS = TypeAdapter(list[JobInfo])
+_JOB = TypeAdapter(JobInfo)
 
 
 class EvolvingClient(BridgeClient):
@@ -101,19 +110,51 @@ class EvolvingClient(BridgeClient):
     def request_info(self, session: str, request: str) -> RequestInfo:
         return self._call("GET", _request_path(session, request), _REQUEST, prefix=API_V2_PREFIX)
 
-    def done_request(self, session: str, request: str, hosts: int | None = None) -> RequestInfo:
-        """End ``request``, or (``hosts``) give that many of its hosts back and keep the rest."""
+    def done_request(
+        self,
+        session: str,
+        request: str,
+        hosts: int | None = None,
+        host_names: Sequence[str] = (),
+    ) -> RequestInfo:
+        """End ``request``, or (``hosts``) give that many of its hosts back and keep the rest
+        (``host_names``: which ones; else the bridge picks)."""
         return self._call(
             "POST",
             _request_path(session, request, "done"),
             _REQUEST,
-            body=DoneBody(hosts=hosts).model_dump(mode="json"),
+            body=DoneBody(hosts=hosts, host_names=tuple(host_names)).model_dump(
+                mode="json", exclude=set() if host_names else {"host_names"}
+            ),
             prefix=API_V2_PREFIX,
         )
 
     def withdraw_request(self, session: str, request: str) -> RequestInfo:
         """Drop a request that has not started."""
         return self._call("DELETE", _request_path(session, request), _REQUEST, prefix=API_V2_PREFIX)
+
+    def submit_request_job(self, session: str, request: str, job: RequestJobRequest) -> JobAnswer:
+        """A job on a started request's hosts (``job.hosts``: some of them), run by the
+        bridge's front end where the cluster's submission kind is ``mock``; stopped when the
+        request ends. Answered at once: :meth:`request_jobs` says how it goes."""
+        return self._call(
+            "POST",
+            _request_path(session, request, "jobs"),
+            _JOB_ANSWER,
+            body=job.model_dump(mode="json"),
+            prefix=API_V2_PREFIX,
+        )
+
+    def request_jobs(self, session: str, request: str) -> list[JobInfo]:
+        """The request's jobs through the front end, oldest first."""
+        return self._call(
+            "GET", _request_path(session, request, "jobs"), _JOBS, prefix=API_V2_PREFIX
+        )
+
+    def cancel_request_job(self, session: str, request: str, job: str) -> JobInfo:
+        """Cancel one of the request's jobs (SIGTERM, then SIGKILL after a grace)."""
+        path = _request_path(session, request, "jobs", quote(job, safe=""))
+        return self._call("DELETE", path, _JOB, prefix=API_V2_PREFIX)
 
     def end(self, session: str) -> StateAnswer:
         """The application ended: its started requests end, its waiting ones are dropped."""

@@ -160,6 +160,7 @@ class Simulation:
             walltime=job.walltime,
             runtime=_simulated_runtime(job),
             reservation=job.reservation,
+            host_names=job.host_names,
         )
         job_id = scheduler.submit(local)
         self._next_id += 1  # only once accepted: a refused submission changes nothing

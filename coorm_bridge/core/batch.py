@@ -237,7 +237,12 @@ class ReservationHandle(Frozen):
 
 
 class JobSpec(Frozen):
-    """A job to submit into a reservation on behalf of ``user``: argument vector, never a shell."""
+    """A job to submit into a reservation on behalf of ``user``: argument vector, never a shell.
+
+    ``host_names``: exactly these hosts (as Slurm's ``--nodelist``), when a job must run on a
+    part of what its owner was given (a request of an evolving application, one task per
+    host); only the mock's front end asks for them. Empty: any ``hosts`` the batch system
+    chooses."""
 
     name: Name
     user: UserName
@@ -247,3 +252,14 @@ class JobSpec(Frozen):
     reservation: Name | None = None
     workdir: str | None = None
     environment: dict[Name, str] = Field(default_factory=dict)
+    host_names: tuple[Name, ...] = ()
+
+    @model_validator(mode="after")
+    def _named(self) -> Self:
+        if self.host_names and len(self.host_names) != self.hosts:
+            raise ValueError(
+                f"job {self.name} names {len(self.host_names)} hosts but asks for {self.hosts}"
+            )
+        if len(set(self.host_names)) != len(self.host_names):
+            raise ValueError(f"job {self.name} names a host twice")
+        return self

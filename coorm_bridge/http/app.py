@@ -170,6 +170,7 @@ def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> Fas
     )
     app.state.bridge = service.bridge
     app.state.jobs = service.jobs
+    app.state.request_jobs = service.request_jobs
     app.state.admin = service.admin
     app.state.passes = service.passes
     app.state.stats = service.stats

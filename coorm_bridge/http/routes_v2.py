@@ -20,13 +20,16 @@ from coorm_bridge.core.typed import TypedRequest
 from coorm_bridge.http import routes
 from coorm_bridge.http.routes import ERRORS, User, after_pass, blocking
 from coorm_bridge.protocol import (
+    JobAnswer,
+    JobInfo,
     StateAnswer,
     SubscribeBody,
     Subscribed,
 )
-from coorm_bridge.protocol_v2 import DoneBody, EvolvingInfo, RequestInfo
+from coorm_bridge.protocol_v2 import DoneBody, EvolvingInfo, RequestInfo, RequestJobRequest
 from coorm_bridge.service.bridge import Bridge
 from coorm_bridge.service.evolving import Evolving
+from coorm_bridge.service.request_jobs import RequestJobs
 
 TAG = "v2: evolving applications"
 
@@ -113,9 +116,12 @@ async def done_request(
     body: DoneBody | None = None,
 ) -> RequestInfo:
     """``{"hosts": n}`` gives ``n`` hosts back and keeps the others (an application shrinking,
-    a preemptible request answering a preemption); no body, or ``hosts`` null, ends it."""
-    hosts = None if body is None else body.hosts
-    info: RequestInfo = await blocking(lambda: evolving.done(user, session_id, request_id, hosts))
+    a preemptible request answering a preemption; ``host_names`` says which); no body, or
+    ``hosts`` null, ends it."""
+    body = body or DoneBody()
+    info: RequestInfo = await blocking(
+        lambda: evolving.done(user, session_id, request_id, body.hosts, body.host_names)
+    )
     return info
 
 
@@ -141,6 +147,61 @@ async def done(evolving: TheEvolving, session_id: str, user: User) -> StateAnswe
 async def end(evolving: TheEvolving, session_id: str, user: User) -> StateAnswer:
     answer: StateAnswer = await blocking(lambda: evolving.end(user, session_id))
     return answer
+
+
+def the_request_jobs(request: Request) -> RequestJobs:
+    """The jobs of requests, which the composition root sets (none: a 404, as for v2)."""
+    jobs: RequestJobs | None = getattr(request.app.state, "request_jobs", None)
+    if jobs is None:
+        raise HTTPException(404, "this bridge runs no jobs of evolving applications' requests")
+    return jobs
+
+
+TheRequestJobs = Annotated[RequestJobs, Depends(the_request_jobs)]
+
+
+@router.post(
+    "/sessions/{session_id}/requests/{request_id}/jobs",
+    status_code=201,
+    summary="A job on a started request's hosts (the mock platform)",
+)
+async def submit_request_job(
+    jobs: TheRequestJobs,
+    session_id: str,
+    request_id: str,
+    body: RequestJobRequest,
+    user: User,
+) -> JobAnswer:
+    """Run by the bridge's front end, as v1's jobs, where the cluster's submission kind is
+    ``mock``: on the request's hosts (or ``hosts``, some of them), in its reservation (its
+    pre-allocation's for an update inside one; none for a preemptible request), within its end;
+    stopped when the request ends. Accepted and written down: the answer never waits."""
+    answer: JobAnswer = await blocking(lambda: jobs.submit(user, session_id, request_id, body))
+    return answer
+
+
+@router.get(
+    "/sessions/{session_id}/requests/{request_id}/jobs", summary="A request's jobs, oldest first"
+)
+async def request_jobs(
+    jobs: TheRequestJobs, session_id: str, request_id: str, user: User
+) -> list[JobInfo]:
+    found: list[JobInfo] = await blocking(lambda: jobs.jobs(user, session_id, request_id))
+    return found
+
+
+@router.delete(
+    "/sessions/{session_id}/requests/{request_id}/jobs/{job_id}",
+    status_code=202,
+    summary="Cancel a request's job",
+)
+async def cancel_request_job(
+    jobs: TheRequestJobs, session_id: str, request_id: str, job_id: str, user: User
+) -> JobInfo:
+    """Its process gets SIGTERM, then SIGKILL after a grace (by the worker: the answer is only
+    that it is asked); asking again, or for an ended job, is harmless."""
+    info: JobInfo = await blocking(lambda: jobs.cancel(user, session_id, request_id, job_id))
+    return info
 
 
 router.add_api_route(

@@ -170,10 +170,25 @@ class Evolving:
         row = self.own(user, session_id)
         return self._request_info(self._child(row, request_id), request_id)
 
-    def done(self, user: str, session_id: str, request_id: str, hosts: int | None) -> RequestInfo:
+    def request_row(
+        self, user: str, session_id: str, request_id: str
+    ) -> tuple[SessionRow, RequestInfo]:
+        """The row that stands for one of the caller's requests, and where the request
+        stands: the front end's jobs of a request belong to that row (:mod:`.request_jobs`)."""
+        child = self._child(self.own(user, session_id), request_id)
+        return child, self._request_info(child, request_id)
+
+    def done(
+        self,
+        user: str,
+        session_id: str,
+        request_id: str,
+        hosts: int | None,
+        names: Sequence[str] = (),
+    ) -> RequestInfo:
         """End one request, or give ``hosts`` of its hosts back (a request running inside a
-        pre-allocation, or a preemptible one: nothing is held in a batch system for them).
-        Repeating it is harmless."""
+        pre-allocation, or a preemptible one: nothing is held in a batch system for them);
+        ``names``: which (each one of its hosts). Repeating it is harmless."""
         with self.bridge._lock:
             child = self._child(self.own(user, session_id), request_id)
             if child.state in (AppState.FINISH_SENT, AppState.GHOST, *FINAL):
@@ -191,7 +206,13 @@ class Evolving:
                         f"request {request_id} is held by a reservation: it ends whole (send a "
                         "next request with fewer hosts to shrink it)"
                     )
-                child = self.views.give_back(child, hosts, self.bridge.now())
+                unknown = sorted(set(names) - set(child.typed.host_names))
+                if unknown:
+                    raise Invalid(
+                        f"request {request_id} does not hold {', '.join(unknown)} (it holds "
+                        f"{', '.join(child.typed.host_names)})"
+                    )
+                child = self.views.give_back(child, hosts, self.bridge.now(), names)
             else:
                 with self.bridge.recorder.batch():
                     child = self.views.close(child, self._done_time(child))

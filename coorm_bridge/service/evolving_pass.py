@@ -15,7 +15,7 @@ Everything here is written in the pass's transaction and calls no batch system.
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from coorm_bridge.core.messages import Allocation, availability_changes
 from coorm_bridge.core.model import MAX_TIME
@@ -179,13 +179,15 @@ class EvolvingPass:
         for child in self.store.requests_of(parent.id):
             self.close(child, now)
 
-    def give_back(self, child: SessionRow, hosts: int, now: int) -> SessionRow:
-        """Keep running on fewer hosts: those a preemption named go back first (a request
-        that needs them may be placed there), then the last ones."""
+    def give_back(
+        self, child: SessionRow, hosts: int, now: int, chosen: Sequence[str] = ()
+    ) -> SessionRow:
+        """Keep running on fewer hosts: those the application chose go back, else those a
+        preemption named first (a request that needs them may be placed there), then the last."""
         typed, request = child.typed, child.request
         assert typed is not None
         assert request is not None
-        named = set(typed.give_back)
+        named = set(chosen or typed.give_back)
         names = sorted(typed.host_names, key=lambda host: host in named)  # stable: others first
         kept, given = tuple(names[: len(names) - hosts]), set(names[len(names) - hosts :])
         owed = tuple(host for host in typed.give_back if host not in given)

@@ -100,7 +100,10 @@ class JobRunner:
     # -- into the batch system --------------------------------------------------------------
 
     def _submit(self, front: FrontEnd, job: JobRow) -> bool:
-        """True once the batch system has it."""
+        """True once the batch system has it. A request's job (API v2) names its hosts: it
+        runs on those and no others, which may be a part of its reservation's, or outside
+        reservations; a v1 session's takes any of its placeholder's (a host replaced there
+        since is as good)."""
         session = self.store.session(job.session_id)
         assert session is not None
         spec = JobSpec(
@@ -111,6 +114,7 @@ class JobRunner:
             walltime=job.walltime,
             reservation=job.reservation,
             workdir=job.command.workdir,
+            host_names=job.host_names if session.parent is not None else (),
         )
         job = self.store.update_job(job.id, step="submitting")
         try:
@@ -127,12 +131,20 @@ class JobRunner:
 
     def _lost_submission(self, job: JobRow) -> None:
         """A crash came while it was being submitted: whether the batch system has it is not
-        known, so it is not submitted again; a job of its owner in the reservation that no job
-        of the bridge knows is that one, and is cancelled."""
+        known, so it is not submitted again; a job of its owner in the reservation (outside
+        reservations: on its hosts) that no job of the bridge knows is that one, and is
+        cancelled."""
+        session = self.store.session(job.session_id)
         known = {j.batch_job for j in self.store.jobs(job.session_id) if j.batch_job is not None}
+        if job.reservation is None:  # others of the owner's sessions may run there too
+            known |= {j.batch_job for j in self.store.unfinished_jobs() if j.batch_job}
         shot = self.adapter.snapshot([job.cluster]).clusters[job.cluster]
+        hosts = set(job.host_names)
         for stray in shot.jobs:
-            if stray.reservation == job.reservation and stray.id not in known:
+            if stray.id in known or stray.reservation != job.reservation:
+                continue
+            mine = stray.user == (session.owner if session is not None else None)
+            if job.reservation is not None or (mine and hosts.intersection(stray.host_names)):
                 log.info("cancelling %s, left in %s by a crash", stray.id, job.reservation)
                 self.adapter.cancel(job.cluster, stray.id)
         why = "the bridge stopped while submitting it; it is not submitted again"
@@ -228,7 +240,7 @@ class JobRunner:
                         return
                     why = (
                         f"the batch system ended it ({state.value}): its time limit, a host "
-                        "down, or its reservation gone"
+                        "down, its reservation gone, or its hosts taken back (preempted)"
                     )
                     job = self.store.update_job(job.id, stop="batch", reason=why)
             self._stop(front, job, launched)
@@ -286,6 +298,12 @@ class JobRunner:
         if job.cancel:
             return "cancelled by its owner"
         session = self.store.session(job.session_id)
+        if session is not None and session.parent is not None:  # a request's (API v2)
+            typed, state = session.typed, session.state.value
+            deadline = None if typed is None else typed.preempt_by
+            if deadline is not None and (session.done_at or 0) >= deadline:
+                state = f"preempted: its hosts were not given back by {deadline}"
+            return f"its request {session.name} ended ({state}): the jobs it left are cancelled"
         if session is not None and session.state in (AppState.FINISH_SENT, AppState.GHOST):
             return "its application sent done: the jobs it left are cancelled"
         state = "gone" if session is None else session.state.value

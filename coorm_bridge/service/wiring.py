@@ -8,9 +8,9 @@ configuration (what ``coorm-bridge serve`` uses, with the HTTP server on top,
 :mod:`coorm_bridge.cli.serve`).
 
 Who drives what: the loop (:mod:`.loop`) polls, runs passes, enactments, reconciliations and
-the front end's jobs; the HTTP API calls the bridge (sessions), the job desk (jobs), the
-admin commands (:mod:`.admin`), and reads the stats; the listeners carry news from the
-recorder and the passes to the HTTP layer.
+the front end's jobs; the HTTP API calls the bridge (sessions), the job desk (jobs; v2
+requests' jobs through :mod:`.request_jobs`), the admin commands (:mod:`.admin`), and reads
+the stats; the listeners carry news from the recorder and the passes to the HTTP layer.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from coorm_bridge.service.passes import PassRunner, own_prefix
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
 from coorm_bridge.service.recorder import Recorder
+from coorm_bridge.service.request_jobs import RequestJobs
 from coorm_bridge.service.settings import Settings
 from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
@@ -93,6 +94,8 @@ class Service:
     reconciler: Reconciler
     bridge: Bridge
     jobs: JobDesk
+    request_jobs: RequestJobs
+    """The jobs of evolving applications' requests (API v2), accepted by the job desk."""
     admin: Admin
     job_runner: JobRunner
     loop: Loop
@@ -205,7 +208,7 @@ def assemble(
         stats=stats,
         lock=lock,
     )
-    bridge.evolving = Evolving(bridge, views)
+    evolving = bridge.evolving = Evolving(bridge, views)
     placeholders.choose = views.book.hosts_for
     placeholders.reclaimed = views.book.reclaims
     recorder.ending = views.close_all
@@ -217,6 +220,7 @@ def assemble(
         own=bridge.own,
         wake=jobs_due.set,
     )
+    request_jobs = RequestJobs(desk=jobs, evolving=evolving)
     admin = Admin(
         config=config,
         adapter=adapter,
@@ -266,6 +270,7 @@ def assemble(
         reconciler=reconciler,
         bridge=bridge,
         jobs=jobs,
+        request_jobs=request_jobs,
         admin=admin,
         job_runner=job_runner,
         loop=loop,

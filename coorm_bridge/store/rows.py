@@ -178,7 +178,11 @@ class JobCommand(Frozen):
 
 class JobRow(Frozen):
     """One job a launcher submitted through the bridge's front end into a session's
-    placeholder on one cluster, and how far it got."""
+    placeholder on one cluster, and how far it got.
+
+    ``session_id`` is a v1 session, or the row of an evolving application's request (API v2),
+    whose job runs on exactly its ``host_names``; ``reservation`` None: outside reservations
+    (a preemptible request's)."""
 
     id: Name
     session_id: Name
@@ -186,7 +190,7 @@ class JobRow(Frozen):
     name: Name
     command: JobCommand
     walltime: Duration
-    reservation: Name
+    reservation: Name | None
     host_names: tuple[Name, ...] = Field(min_length=1)
     step: JobStep = "new"
     state: JobStateName = "pending"

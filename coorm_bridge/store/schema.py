@@ -19,21 +19,22 @@ from coorm_bridge.store.compaction import coalesce_all
 from coorm_bridge.store.rows import DrainRow, JobRow, PlaceholderRow, SessionRow
 
 #: Bump on any schema change, with a migration from the previous version.
-SCHEMA_VERSION: Final = 5
+SCHEMA_VERSION: Final = 6
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 
-JOBS: Final = (
-    """CREATE TABLE jobs (
+_JOBS_COLUMNS: Final = """(
         id TEXT PRIMARY KEY,
         session_id TEXT NOT NULL REFERENCES sessions(id) ON DELETE CASCADE,
         cluster TEXT NOT NULL, name TEXT NOT NULL, command TEXT NOT NULL,
-        walltime INTEGER NOT NULL, reservation TEXT NOT NULL, host_names TEXT NOT NULL,
+        walltime INTEGER NOT NULL, reservation TEXT, host_names TEXT NOT NULL,
         step TEXT NOT NULL, state TEXT NOT NULL, cancel INTEGER NOT NULL, stop TEXT,
         batch_job TEXT, pid INTEGER, since INTEGER, exit_code INTEGER, signal INTEGER,
-        reason TEXT, created INTEGER NOT NULL, started INTEGER, ended INTEGER)""",
+        reason TEXT, created INTEGER NOT NULL, started INTEGER, ended INTEGER)"""
+_JOBS_INDEXES: Final = (
     "CREATE INDEX jobs_by_session ON jobs (session_id, created)",
     "CREATE INDEX jobs_by_step ON jobs (step)",
 )
+JOBS: Final = (f"CREATE TABLE jobs {_JOBS_COLUMNS}", *_JOBS_INDEXES)
 #: Clusters an admin drained (``coorm-bridge drain``): no new placeholder is made there until
 #: resumed, and a restart keeps it so. IF NOT EXISTS: a store of version 1 gets it too.
 DRAINS: Final = (
@@ -78,11 +79,22 @@ def _evolving(conn: sqlite3.Connection) -> None:
 
 
 EVOLVING: Final = (_evolving,)
+#: Version 6: a job may run outside reservations (``reservation`` NULL: an evolving
+#: application's preemptible request's, API v2). SQLite cannot drop a NOT NULL: the table is
+#: made again, its rows copied (the columns are the same, in the same order).
+NULLABLE_RESERVATION: Final = (
+    f"CREATE TABLE jobs_v6 {_JOBS_COLUMNS}",
+    "INSERT INTO jobs_v6 SELECT * FROM jobs",
+    "DROP TABLE jobs",
+    "ALTER TABLE jobs_v6 RENAME TO jobs",
+    *_JOBS_INDEXES,
+)
 MIGRATIONS: Final[dict[int, tuple[Step, ...]]] = {
     1: JOBS,
     2: DRAINS,
     3: COALESCE,
     4: EVOLVING,
+    5: NULLABLE_RESERVATION,
 }
 
 SCHEMA: Final = (

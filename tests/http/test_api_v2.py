@@ -43,6 +43,9 @@ def test_openapi_describes_every_v2_route_with_its_bodies_and_answers(client):
         ("GET", "/v2/sessions/{session_id}/requests/{request_id}"),
         ("DELETE", "/v2/sessions/{session_id}/requests/{request_id}"),
         ("POST", "/v2/sessions/{session_id}/requests/{request_id}/done"),
+        ("POST", "/v2/sessions/{session_id}/requests/{request_id}/jobs"),
+        ("GET", "/v2/sessions/{session_id}/requests/{request_id}/jobs"),
+        ("DELETE", "/v2/sessions/{session_id}/requests/{request_id}/jobs/{job_id}"),
     }
     for path, item in paths.items():
         if path.startswith("/v2/"):
@@ -85,6 +88,11 @@ def test_openapi_describes_every_v2_route_with_its_bodies_and_answers(client):
     assert body("post", f"{one}/done").endswith("/DoneBody")
     assert answer("post", f"{one}/done").endswith("/RequestInfo")
     assert answer("delete", one).endswith("/RequestInfo")
+    assert body("post", f"{one}/jobs").endswith("/RequestJobRequest")
+    assert answer("post", f"{one}/jobs", "201").endswith("/JobAnswer")
+    listed = paths[f"{one}/jobs"]["get"]["responses"]["200"]["content"]["application/json"]
+    assert listed["schema"]["items"]["$ref"].endswith("/JobInfo")
+    assert answer("delete", f"{one}/jobs/{{job_id}}", "202").endswith("/JobInfo")
     assert answer("delete", "/v2/sessions/{session_id}").endswith("/StateAnswer")
     assert answer("get", "/v2/sessions/{session_id}/events").endswith("/EventPage")
     schemas = spec["components"]["schemas"]
@@ -98,6 +106,10 @@ def test_openapi_describes_every_v2_route_with_its_bodies_and_answers(client):
         "related_how",
     }
     assert "PreemptEvent" in schemas
+    assert set(schemas["RequestJobRequest"]["properties"]) == {
+        *schemas["JobRequest"]["properties"],
+        "hosts",
+    }
     assert {"request", "preemptible", "estimates"} <= set(schemas["ChangeEvent"]["properties"])
     # v1 is where it was.
     assert "/v1/sessions/{session_id}/request" in paths
@@ -113,3 +125,42 @@ def test_a_bad_typed_request_is_refused_before_the_service_is_asked(client, unto
         answer = client.post("/v2/sessions/nobody/requests", json=wrong, headers=auth)
         assert answer.status_code == 422, answer.text
         assert answer.json()["error"] == "invalid"
+
+
+def test_a_request_job_naming_a_host_twice_is_refused_before_the_service_is_asked(
+    client, service, monkeypatch
+):
+    monkeypatch.setattr(service.request_jobs, "desk", Untouched())
+    monkeypatch.setattr(service.request_jobs, "evolving", Untouched())
+    job = {
+        "cluster": "c1",
+        "name": "task",
+        "argv": ["true"],
+        "workdir": "/tmp",
+        "walltime": 60,
+        "stdout": "/tmp/out",
+        "stderr": "/tmp/err",
+        "hosts": ["c1-1", "c1-2", "c1-1"],
+    }
+    answer = client.post(
+        "/v2/sessions/nobody/requests/r1/jobs",
+        json=job,
+        headers={"Authorization": f"Bearer {ALICE}"},
+    )
+    assert answer.status_code == 422, answer.text
+    assert answer.json()["error"] == "invalid"
+    assert "hosts names c1-1 more than once" in answer.json()["detail"]
+
+
+def test_a_give_back_naming_other_than_hosts_hosts_is_refused_before_the_service_is_asked(
+    client, untouched
+):
+    auth = {"Authorization": f"Bearer {ALICE}"}
+    for wrong, said in (
+        ({"hosts": 2, "host_names": ["c1-1"]}, "exactly `hosts` hosts"),
+        ({"host_names": ["c1-1"]}, "exactly `hosts` hosts"),
+        ({"hosts": 2, "host_names": ["c1-1", "c1-1"]}, "a host twice"),
+    ):
+        answer = client.post("/v2/sessions/nobody/requests/r1/done", json=wrong, headers=auth)
+        assert answer.status_code == 422, answer.text
+        assert said in answer.json()["detail"]

@@ -208,6 +208,26 @@ def test_a_preemption_answered_in_time_keeps_the_rest_running(make_site: Any) ->
     assert not set(bobs.host_names) & set(kept.host_names)
 
 
+def test_a_sweep_gives_back_the_hosts_it_names_and_keeps_running_on_the_others(
+    make_site: Any,
+) -> None:
+    """A sweep's hosts end their tasks at different times: it gives back those that ran theirs,
+    not the last ones, which still run a task."""
+    site = make_site()
+    sid = evolving(site)
+    send(site, sid, id="p", cluster="c1", hosts=4, duration=7200, type="preemptible")
+    site.step(T0 + 1)
+    held = info(site, sid, "p").host_names
+    assert len(held) == 4
+    assert site.bridge.evolving is not None
+    kept = site.bridge.evolving.done("alice", sid, "p", 2, held[:2])
+    assert kept.state is AppState.STARTED
+    assert kept.host_names == held[2:]
+    with pytest.raises(Invalid, match=f"does not hold {held[0]}"):
+        site.bridge.evolving.done("alice", sid, "p", 1, (held[0],))
+    assert info(site, sid, "p").host_names == held[2:]  # refused: nothing changed
+
+
 def test_a_done_request_keeps_its_hosts_as_a_ghost_and_the_end_withdraws_the_rest(
     make_site: Any,
 ) -> None:

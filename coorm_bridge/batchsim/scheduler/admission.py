@@ -50,16 +50,18 @@ class Admission:
 
     # -- jobs -----------------------------------------------------------------------------------
 
-    def check_job(self, spec: LocalJobSpec) -> None:
-        """Refused unless the cluster, or its reservation, can ever hold ``spec``."""
+    def check_job(self, spec: LocalJobSpec) -> int:
+        """Refused unless the cluster, or its reservation, can ever hold ``spec``; the mask of
+        the hosts it names (0: none)."""
         size = len(self._hosts)
         if spec.hosts > size:
             raise self.refused(
                 f"Requested node configuration is not available: {spec.hosts} hosts asked, "
                 f"{self.cluster} has {size}"
             )
+        named = self._job_hosts(spec)
         if spec.reservation is None:
-            return
+            return named
         reservation = self._book.get(spec.reservation)
         if reservation is None:
             raise self.refused(
@@ -75,6 +77,25 @@ class Admission:
                 f"Requested node configuration is not available: {spec.hosts} hosts asked, "
                 f"reservation {spec.reservation} holds {reservation.mask.bit_count()}"
             )
+        if named & ~reservation.mask:
+            raise self.refused(
+                "Requested node configuration is not available: "
+                + ", ".join(self._hosts.names_of(named & ~reservation.mask))
+                + f" not in reservation {spec.reservation}"
+            )
+        return named
+
+    def _job_hosts(self, spec: LocalJobSpec) -> int:
+        """The mask of the hosts a job names (0: none), refused as Slurm refuses a
+        ``--nodelist`` it cannot use: an unknown or repeated name, a count that differs."""
+        if not spec.host_names:
+            return 0
+        if len(spec.host_names) != spec.hosts:
+            raise self.refused(
+                f"Node count specification invalid: {len(spec.host_names)} hosts named, "
+                f"{spec.hosts} asked"
+            )
+        return self._mask_of(spec.host_names)
 
     # -- reservations ---------------------------------------------------------------------------
 
@@ -144,9 +165,9 @@ class Admission:
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _named_mask(self, spec: ReservationSpec) -> int:
+    def _mask_of(self, names: tuple[str, ...]) -> int:
         mask = 0
-        for name in spec.host_names:
+        for name in names:
             index = self._hosts.find(name)
             if index is None:
                 raise self.refused(f"Invalid node name specified: {name} is not in {self.cluster}")
@@ -164,7 +185,7 @@ class Admission:
         taken: int,
     ) -> int:
         """The named hosts of ``spec`` if all suit (``must``: its running jobs' hosts)."""
-        mask = self._named_mask(spec)
+        mask = self._mask_of(spec.host_names)
         up = self._plan.up
         names_of = self._hosts.names_of
         if must & ~mask:

@@ -46,9 +46,15 @@ class ConservativePlanner(Planner):
         for job in kept:
             if job.plan_start is None:
                 self._place(job, now, None)  # it fit nowhere before; it may now
-        inside = [job for job in kept if job.spec.reservation is not None]
+        # Jobs in reservations and jobs that name their hosts are few: compressed the plain
+        # way; the index is for the cluster's local jobs, whose search is on any hosts.
+        inside = [job for job in kept if job.spec.reservation is not None or job.named]
         index = Compression(
-            [job for job in kept if job.spec.reservation is None and job.plan_start is not None]
+            [
+                job
+                for job in kept
+                if job.spec.reservation is None and not job.named and job.plan_start is not None
+            ]
         )
         regions = self._freed
         done = 0

@@ -350,16 +350,27 @@ class HostPlan:
         return self._free[bisect_right(self._times, t) - 1]
 
     def earliest_within(
-        self, region: int, hosts: int, duration: int, after: int, *, cap: int, limit: int | None
+        self,
+        region: int,
+        hosts: int,
+        duration: int,
+        after: int,
+        *,
+        cap: int,
+        limit: int | None,
+        reserved: bool = False,
     ) -> tuple[int, int] | None:
         """:meth:`earliest` for a job inside a reservation: only ``region`` (its up hosts),
         ignoring reservation holds, starting before ``cap`` (its end), which also cuts the window.
+        With ``reserved``, reservations' holds count too: a job outside reservations on hosts it
+        names (``region``; ``cap`` :data:`FOREVER`).
 
-        A plain scan with early exits: a reservation's queue and slots are few.
+        A plain scan with early exits: a reservation's queue and slots are few, and so are jobs
+        that name their hosts.
         """
         if region.bit_count() < hosts:
             return None
-        times, busy = self._times, self._busy
+        times, busy = self._times, self._held if reserved else self._busy
         size = len(times)
         stop = cap if limit is None else min(cap, limit)
         k = bisect_right(times, after) - 1

@@ -34,6 +34,10 @@ class LocalJobSpec(Frozen):
     runtime: Duration
     """What the job actually runs, unknown to the scheduler; above ``walltime`` it is killed."""
     reservation: Name | None = None
+    host_names: tuple[Name, ...] = ()
+    """Exactly these hosts (as Slurm's ``--nodelist``), ``hosts`` of them; empty: any. The job
+    starts only when all of them are free of other jobs, and, outside a reservation, of every
+    reservation over its walltime (:meth:`.Admission.check_job` refuses names it cannot use)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +64,7 @@ class JobEntry:
         "end_at",
         "fails",
         "mask",
+        "named",
         "names",
         "plan_end",
         "plan_mask",
@@ -82,6 +87,7 @@ class JobEntry:
         self.end_at = 0  # running: when it will end (the scheduler itself does not look)
         self.fails = False
         self.mask = 0
+        self.named = 0  # the hosts it names (spec.host_names), as a mask; 0: any
         self.names: tuple[str, ...] = ()
         self.plan_start: int | None = None
         self.plan_end = 0
@@ -128,6 +134,7 @@ class JobEntry:
             user=spec.user,
             state=JobState.PENDING,
             hosts=spec.hosts,
+            host_names=spec.host_names,  # asked for: where it will run (squeue's ReqNodeList)
             walltime=spec.walltime if start is None else self.plan_end - start,
             start=start,
             reservation=spec.reservation,

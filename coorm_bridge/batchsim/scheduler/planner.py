@@ -22,7 +22,7 @@ from collections.abc import Sequence
 
 from coorm_bridge.batchsim.scheduler.book import ReservationBook
 from coorm_bridge.batchsim.scheduler.events import START, Calendar
-from coorm_bridge.batchsim.scheduler.hostplan import HostPlan, Region, lowest_bits
+from coorm_bridge.batchsim.scheduler.hostplan import FOREVER, HostPlan, Region, lowest_bits
 from coorm_bridge.batchsim.scheduler.jobs import JobEntry
 from coorm_bridge.batchsim.scheduler.queue import PendingQueue
 from coorm_bridge.batchsim.scheduler.running import RunningJobs
@@ -151,17 +151,30 @@ class Planner(ABC):
         self, job: JobEntry, after: int, limit: int | None
     ) -> tuple[int, int, int] | None:
         """``(start, end, free hosts)`` of the job's earliest fit in ``[after, limit)``: on the
-        whole cluster, or on its reservation's hosts and cut at the reservation's end."""
+        whole cluster, or on its reservation's hosts and cut at the reservation's end; only on
+        the hosts it names, if it names some (free of reservations too, outside one)."""
         spec = job.spec
         if spec.reservation is None:
-            found = self._plan.earliest(spec.hosts, spec.walltime, after, limit)
+            if job.named:
+                found = self._plan.earliest_within(
+                    job.named & self._plan.up,
+                    spec.hosts,
+                    spec.walltime,
+                    after,
+                    cap=FOREVER,
+                    limit=limit,
+                    reserved=True,
+                )
+            else:
+                found = self._plan.earliest(spec.hosts, spec.walltime, after, limit)
             if found is None:
                 return None
             start, free = found
             return start, start + spec.walltime, free
         reservation = self._book[spec.reservation]
+        region = reservation.mask & self._plan.up
         found = self._plan.earliest_within(
-            reservation.mask & self._plan.up,
+            region & job.named if job.named else region,
             spec.hosts,
             spec.walltime,
             max(after, reservation.start),

@@ -135,8 +135,9 @@ class LocalScheduler:
             raise ValueError(f"cannot submit in the past ({at} < {now})")
         if spec.id in self._jobs:
             raise self._admission.refused(f"Duplicate job id: {spec.id} was already submitted")
-        self._admission.check_job(spec)
+        named = self._admission.check_job(spec)
         job = JobEntry(spec, now if at is None else at)
+        job.named = named
         self._jobs[spec.id] = job
         if job.submit > now:
             self._calendar.push(job.submit, ARRIVAL, spec.id)
