@@ -4,8 +4,8 @@ The v1 policy places every request held in a batch system (pre-allocations, non-
 requests, announced updates: rows of their own, :mod:`.evolving`), each at its application's
 place in the order; the view at the application's own place is its non-preemptible view. Its
 preemptible view is its equi-partitioned share (:mod:`coorm_bridge.core.preemptible`) of what
-the v1 pass leaves free (``Plan.left``) plus the unused hosts of started pre-allocations
-(:mod:`.preemption` names them). A pending preemptible
+the v1 pass leaves free (``Plan.left``; not the unused hosts of started pre-allocations, which
+a borrower could not run jobs on: :meth:`.preemption.HostBook.pool`). A pending preemptible
 request starts when its application's share covers it now, on hosts that run nothing; a started
 one whose share falls below what it holds is told to give hosts back by then (``preempt``), and
 past that deadline it ends (``killed``) and the enactor cancels its owner's jobs on its hosts.

@@ -1,11 +1,11 @@
 """Which hosts preemptible work may use, and which it uses (API v2).
 
 Preemptible requests hold nothing in a batch system: the bridge names their hosts itself, from
-the last snapshot (up, running nothing, in no reservation) and from the unused part of started
-pre-allocations, and remembers them between passes, so that a new placeholder avoids them (a
-batch system sees them idle until a job runs there) or takes first those a preemption named, and
-so that the owner's jobs on them are not load to the views. Apart from the pass
-(:mod:`.evolving_pass`), which decides with it and writes what it decided.
+the last snapshot (up, running nothing, in no reservation), and remembers them between passes,
+so that a new placeholder avoids them (a batch system sees them idle until a job runs there) or
+takes first those a preemption named, and so that the owner's jobs on them are not load to the
+views. Apart from the pass (:mod:`.evolving_pass`), which decides with it and writes what it
+decided.
 """
 
 from __future__ import annotations
@@ -140,30 +140,17 @@ class HostBook:
     def pool(
         self, plan: Plan, parents: Mapping[str, list[SessionRow]], now: int
     ) -> dict[str, Profile]:
-        """What preemptible work may use per cluster: what the v1 pass leaves free, and the
-        unused hosts of started pre-allocations until their end."""
-        pool = dict(plan.left)
-        for rows in parents.values():
-            for pa in rows:
-                if pa.typed is None or pa.typed.type is not PA or pa.state is not AppState.STARTED:
-                    continue
-                cluster, end = pa.clusters[0], pa.alloc_end or now
-                if cluster not in pool or end <= now:
-                    continue
-                extra = _ZERO.add(len(self.unused(pa, rows)), now, end)
-                for inner in rows:
-                    typed, until = inner.typed, inner.alloc_end or now
-                    if typed is None or typed.inside != pa.name or until >= end:
-                        continue
-                    if inner.state is AppState.STARTED:  # its hosts come back at its end
-                        extra = extra.add(len(typed.host_names), until, end)
-                pool[cluster] = pool[cluster] + extra.clamped(0)
-        return pool
+        """What preemptible work may use per cluster: what the v1 pass leaves free.
+
+        Not the unused hosts of started pre-allocations, which the slides lend too: a
+        borrower's jobs there would have to run inside the pre-allocation's reservation, which
+        admits only its owner (Slurm, OAR and the mock alike), so they would wait there until
+        taken back. Lending them needs the reservation to admit the borrower first."""
+        return dict(plan.left)
 
     def idle(self, cluster: str, children: Mapping[str, list[SessionRow]], now: int) -> list[str]:
         """Hosts of ``cluster`` that run nothing now and no reservation holds (the last
-        snapshot), then unused hosts of started pre-allocations; less those that preemptible
-        requests already use."""
+        snapshot), less those that preemptible requests already use."""
         shot = self.poller.status(cluster).snapshot
         taken = {
             host
@@ -177,12 +164,6 @@ class HostBook:
             busy = {h for j in shot.jobs if j.state is JobState.RUNNING for h in j.host_names}
             busy |= {h for r in shot.reservations if r.start <= now < r.end for h in r.host_names}
             idle = [n.name for n in shot.nodes if n.state is NodeState.UP and n.name not in busy]
-        for rows in children.values():
-            for pa in rows:
-                typed = pa.typed
-                started = pa.state is AppState.STARTED and pa.clusters == (cluster,)
-                if started and typed is not None and typed.type is PA:
-                    idle += self.unused(pa, rows)
         return [h for h in dict.fromkeys(idle) if h not in taken]
 
 
