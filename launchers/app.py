@@ -41,6 +41,7 @@ from coorm_bridge.core.model import (
     Name,
     describe,
 )
+from coorm_bridge.launchers.kinds import EvolvingSpec, Kind, MalleableSpec, PluginSpec
 
 #: Processes one host may be given: more than any node has cores.
 MAX_PROCESSES_PER_HOST = 65_536
@@ -209,6 +210,14 @@ class AppSpec(Frozen):
 
     name: Label | None = None
     """The session's label at the bridge (default: the file's name without ``.toml``)."""
+    kind: Kind = "rigid"
+    """``rigid`` or ``moldable`` (a selector chooses one request), ``evolving`` (steps in a
+    pre-allocation, ``[evolving]`` and ``[growth]``), ``malleable`` (tasks on preemptible
+    hosts, ``[malleable]`` and ``[tasks]``): :mod:`.kinds`."""
+    evolving: EvolvingSpec | None = None
+    growth: PluginSpec | None = None
+    malleable: MalleableSpec | None = None
+    tasks: PluginSpec | None = None
     duration: Duration | None = None
     """Seconds to ask for; None leaves the duration to the selector (a duration model)."""
     filter: Filter = Filter()
@@ -219,6 +228,22 @@ class AppSpec(Frozen):
     )
 
     model_config = Frozen.model_config | {"populate_by_name": True}
+
+    @model_validator(mode="after")
+    def _kind(self) -> Self:
+        tables = {"evolving": ("evolving", "growth"), "malleable": ("malleable", "tasks")}
+        wanted = tables.get(self.kind, ())
+        for table in ("evolving", "growth", "malleable", "tasks"):
+            given = getattr(self, table) is not None
+            if table in wanted and not given:
+                raise ValueError(f"kind = {self.kind!r} needs a [{table}] table")
+            if given and table not in wanted:
+                raise ValueError(f"[{table}] is for kind = {_kind_of(table)!r}, not {self.kind!r}")
+        if wanted and len(self.components) != 1:
+            raise ValueError(f"kind = {self.kind!r} runs one [[component]]")
+        if wanted and self.components[0].max_clusters != 1:
+            raise ValueError(f"kind = {self.kind!r} runs on one cluster (max_clusters = 1)")
+        return self
 
     @model_validator(mode="after")
     def _consistent(self) -> Self:
@@ -245,6 +270,10 @@ class AppSpec(Frozen):
             return self.filter
         wanted = sorted({name for c in self.components for name in c.clusters or ()})
         return self.filter.model_copy(update={"clusters": tuple(wanted)})
+
+
+def _kind_of(table: str) -> str:
+    return "evolving" if table in ("evolving", "growth") else "malleable"
 
 
 def parse_app(text: str, source: str = "<app>", base_dir: Path | None = None) -> AppSpec:

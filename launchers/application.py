@@ -42,7 +42,7 @@ from coorm_bridge.core.messages import (
     StartEvent,
     WithdrawnEvent,
 )
-from coorm_bridge.core.model import Filter
+from coorm_bridge.core.model import ClusterInfo, Filter
 from coorm_bridge.core.states import AppState
 from coorm_bridge.core.typed import Relation, RequestType, TypedRequest
 from coorm_bridge.launchers.evolving import EvolvingClient
@@ -184,6 +184,8 @@ class Application:
         self.state = AppState.SUBMITTED
         self.reason: str | None = None
         """Why the bridge ended the session (an error, a withdrawal), once it did."""
+        self.clusters: dict[str, ClusterInfo] = {}
+        """The clusters it may use, as the bridge described them when it subscribed."""
         self._ids = itertools.count(1)
 
     # -- the session ----------------------------------------------------------------------
@@ -192,8 +194,12 @@ class Application:
     def subscribe(
         cls, client: EvolvingClient, filter: Filter | None = None, name: str | None = None
     ) -> Application:
-        """A new session on the clusters ``filter`` lets through; its views come as events."""
-        return cls(client, client.subscribe_evolving(filter, name).session)
+        """A new session on the clusters ``filter`` lets through (:attr:`clusters`); its views
+        come as events."""
+        subscribed = client.subscribe_evolving(filter, name)
+        app = cls(client, subscribed.session)
+        app.clusters = {info.name: info for info in subscribed.clusters}
+        return app
 
     @classmethod
     def resume(cls, client: EvolvingClient, session: str) -> Application:
@@ -245,9 +251,13 @@ class Application:
         return self._send(kind, follows.cluster, hosts, duration, id,
                           related_to=request, related_how=Relation.NEXT)  # fmt: skip
 
-    def shrink(self, request: str, hosts: int) -> RequestInfo:
-        """Give ``hosts`` of a started request's hosts back; it goes on on the others."""
-        return self._answered(self.client.done_request(self.session, request, hosts))
+    def shrink(self, request: str, hosts: int | Sequence[str]) -> RequestInfo:
+        """Give some of a started request's hosts back (a number, the bridge picks which; or
+        their names); it goes on on the others."""
+        if isinstance(hosts, int):
+            return self._answered(self.client.done_request(self.session, request, hosts))
+        names = tuple(hosts)
+        return self._answered(self.client.done_request(self.session, request, len(names), names))
 
     def give_back(self, preempted: Preempted) -> RequestInfo:
         """Answer a preemption in time: the hosts it asks for go back (all of them: the request

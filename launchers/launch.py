@@ -19,13 +19,18 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from coorm_bridge import __version__
 from coorm_bridge.launchers.app import AppError, AppSpec, load_app
 
 if TYPE_CHECKING:
+    from coorm_bridge.launchers.growth import GrowthRule
     from coorm_bridge.launchers.selectors.base import Selector
+    from coorm_bridge.launchers.tasks import Task
+
+    #: What decides the requests, by kind.
+    Plan = Selector | GrowthRule | list[Task]
 
 EXIT_USAGE = 2
 
@@ -75,22 +80,56 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         app = load_app(args.app, programs=True)
-        selector = _selector(app, Path(args.app))
+        plan = _plan(app, Path(args.app))
     except AppError as error:
         print(f"coorm-launch: {error}", file=sys.stderr)
         return EXIT_USAGE
     if args.check:
-        print(f"{args.app}: ok ({len(app.components)} component(s), selector {app.selector.name})")
+        print(f"{args.app}: ok ({len(app.components)} component(s), {_told(app)})")
         return 0
     if args.start_daemon:
         if args.url is not None:
             print("coorm-launch: --start-daemon and --url exclude each other", file=sys.stderr)
             return EXIT_USAGE
-        return _with_private_daemon(app, selector, args)
-    return _launch(app, selector, args)
+        return _with_private_daemon(app, plan, args)
+    return _launch(app, plan, args)
 
 
-def _with_private_daemon(app: AppSpec, selector: Selector, args: Any) -> int:
+def _told(app: AppSpec) -> str:
+    if app.growth is not None:
+        return f"evolving, growth rule {app.growth.name}"
+    if app.tasks is not None:
+        return f"malleable, task list {app.tasks.name}"
+    return f"selector {app.selector.name}"
+
+
+def _plan(app: AppSpec, path: Path) -> Plan:
+    """What decides the requests: the selector (rigid, moldable), the growth rule (evolving)
+    or the task list (malleable), built; errors as AppError naming the file."""
+    if app.growth is None and app.tasks is None:
+        return _selector(app, path)
+    from coorm_bridge.launchers.growth import ReportError, create_rule  # noqa: PLC0415
+    from coorm_bridge.launchers.plugins import PluginParamsError  # noqa: PLC0415
+    from coorm_bridge.launchers.tasks import create_task_list  # noqa: PLC0415
+
+    _search_next_to(path)
+    try:
+        if app.growth is not None:
+            return create_rule(app.growth.name, app.growth.params)
+        assert app.tasks is not None
+        return create_task_list(app.tasks.name, app.tasks.params)
+    except (LookupError, TypeError, PluginParamsError, ReportError, ValueError) as error:
+        raise AppError(f"{path}: {error}") from error
+
+
+def _search_next_to(path: Path) -> None:
+    """A ``module:Class`` plug-in is looked for next to the application file first."""
+    folder = str(path.resolve().parent)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+
+
+def _with_private_daemon(app: AppSpec, plan: Plan, args: Any) -> int:
     """The run against a daemon of our own (our own jobs, so its front end runs them even when
     we are root)."""
     from coorm_bridge.launchers.private import PrivateDaemonError, private_daemon  # noqa: PLC0415
@@ -98,7 +137,7 @@ def _with_private_daemon(app: AppSpec, selector: Selector, args: Any) -> int:
     try:
         with private_daemon(run_jobs=True) as url:
             args.url = url
-            return _launch(app, selector, args)
+            return _launch(app, plan, args)
     except PrivateDaemonError as error:
         print(f"coorm-launch: {error}", file=sys.stderr)
         return 1
@@ -109,17 +148,18 @@ def _selector(app: AppSpec, path: Path) -> Selector:
     selector is looked for next to the application file first."""
     from coorm_bridge.launchers.selection import SelectorError, build_selector  # noqa: PLC0415
 
-    folder = str(path.resolve().parent)
-    if folder not in sys.path:
-        sys.path.insert(0, folder)
+    _search_next_to(path)
     try:
         return build_selector(app)
     except SelectorError as error:
         raise AppError(f"{path}: {error}") from error
 
 
-def _launch(app: AppSpec, selector: Selector, args: Any) -> int:
-    from coorm_bridge.launchers.client import BridgeClient, BridgeError  # noqa: PLC0415
+def _launch(app: AppSpec, plan: Plan, args: Any) -> int:
+    if app.kind in ("evolving", "malleable"):
+        return _adapt(app, plan, args)
+    selector = cast("Selector", plan)
+    from coorm_bridge.launchers.client import BridgeClient  # noqa: PLC0415
     from coorm_bridge.launchers.display import make_display  # noqa: PLC0415
     from coorm_bridge.launchers.selection import Selection  # noqa: PLC0415
     from coorm_bridge.launchers.session import Launch  # noqa: PLC0415
@@ -139,9 +179,43 @@ def _launch(app: AppSpec, selector: Selector, args: Any) -> int:
         display=make_display(sys.stdout, plain=True if args.plain else None),
         run_root=args.run_root,
     )
-    launch.interrupts.install()
+    return _drive(launch)
+
+
+def _adapt(app: AppSpec, plan: Plan, args: Any) -> int:
+    """An evolving or a malleable application's run (:mod:`.evolve`, :mod:`.sweep`)."""
+    from coorm_bridge.launchers.display import make_display  # noqa: PLC0415
+    from coorm_bridge.launchers.evolve import EvolvingRun  # noqa: PLC0415
+    from coorm_bridge.launchers.evolving import EvolvingClient  # noqa: PLC0415
+    from coorm_bridge.launchers.sweep import SweepRun  # noqa: PLC0415
+
+    def connect(**options: Any) -> EvolvingClient:
+        return EvolvingClient(args.url, token=args.token, verify=args.ca, **options)
+
     try:
-        return launch.run()
+        connect().close()
+    except ValueError as error:
+        print(f"coorm-launch: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    display = make_display(sys.stdout, plain=True if args.plain else None)
+    common: dict[str, Any] = {"app": app, "connect": connect, "display": display,
+                              "run_root": args.run_root}  # fmt: skip
+    run = (
+        EvolvingRun(**common, rule=cast("GrowthRule", plan))
+        if app.kind == "evolving"
+        else SweepRun(**common, tasks=cast("list[Task]", plan))
+    )
+    return _drive(run)
+
+
+def _drive(run: Any) -> int:
+    """``run.run()`` with its signal handlers on; a failure of the bridge in one line."""
+    from coorm_bridge.launchers.client import BridgeError  # noqa: PLC0415
+
+    run.interrupts.install()
+    try:
+        status: int = run.run()
+        return status
     except BridgeError as error:
         print(f"coorm-launch: {error}", file=sys.stderr)
         return 1
@@ -149,7 +223,7 @@ def _launch(app: AppSpec, selector: Selector, args: Any) -> int:
         print("coorm-launch: interrupted twice: stopped at once", file=sys.stderr)
         return 130
     finally:
-        launch.interrupts.restore()
+        run.interrupts.restore()
 
 
 if __name__ == "__main__":

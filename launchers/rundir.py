@@ -131,7 +131,7 @@ class RunDirectory:
             }
             for plan in self.plans
         }
-        _write(self.path / "jobs.json", json.dumps(document, indent=2) + "\n")
+        write_whole(self.path / "jobs.json", json.dumps(document, indent=2) + "\n")
 
 
 def prepare(
@@ -160,15 +160,15 @@ def prepare(
         component = part.component
         allocation = start.allocations[part.cluster]
         per_host = component.processes_per_host or clusters[part.cluster].cores_per_host
-        words, slots = mpi_words(component.mpi or app.deployment.mpi, kinds[part.cluster])
         hostfile = folder / f"{part.cluster}.hosts"
-        _write(hostfile, hostfile_text(allocation.hosts, per_host if slots else None))
-        values = {
-            "hostfile": str(hostfile),
-            "hosts": str(len(allocation.hosts)),
-            "processes": str(per_host * len(allocation.hosts)),
-            "processes_per_host": str(per_host),
-        }
+        argv = command_on(
+            app,
+            component,
+            kinds[part.cluster],
+            allocation.hosts,
+            per_host=per_host,
+            hostfile=hostfile,
+        )
         entry = described.setdefault(component.name, _component_entry(component))
         entry["clusters"].append(part.cluster)
         entry["processes"] += per_host * len(allocation.hosts)
@@ -189,7 +189,7 @@ def prepare(
                 component=component.name,
                 hosts=tuple(allocation.hosts),
                 reservation=allocation.reservation,
-                argv=(*fill(words, values), *component.command),
+                argv=argv,
                 environment={
                     **component.environment,
                     "COORM_RUN_JSON": str(folder / "run.json"),
@@ -216,12 +216,34 @@ def prepare(
         "directory": str(folder),
         "components": described,
     }
-    _write(folder / "run.json", json.dumps(run, indent=2) + "\n")
+    write_whole(folder / "run.json", json.dumps(run, indent=2) + "\n")
     directory = RunDirectory(folder, plans)
     directory.records = {
         plan.cluster: ClusterJob(plan.component, kinds[plan.cluster]) for plan in plans
     }
     return directory
+
+
+def command_on(
+    app: AppSpec,
+    component: Component,
+    kind: str,
+    hosts: Sequence[str],
+    *,
+    per_host: int,
+    hostfile: Path,
+) -> tuple[str, ...]:
+    """The argument vector that runs ``component`` on ``hosts`` (``per_host`` processes each)
+    with its MPI launcher on a cluster of submission ``kind``; writes the hostfile it names."""
+    words, slots = mpi_words(component.mpi or app.deployment.mpi, kind)
+    write_whole(hostfile, hostfile_text(hosts, per_host if slots else None))
+    values = {
+        "hostfile": str(hostfile),
+        "hosts": str(len(hosts)),
+        "processes": str(per_host * len(hosts)),
+        "processes_per_host": str(per_host),
+    }
+    return (*fill(words, values), *component.command)
 
 
 def _component_entry(component: Component) -> dict[str, Any]:
@@ -235,7 +257,7 @@ def hostfile_text(hosts: Sequence[str], slots: int | None) -> str:
     return "".join(f"{host}{suffix}\n" for host in hosts)
 
 
-def _write(path: Path, text: str) -> None:
+def write_whole(path: Path, text: str) -> None:
     """Written whole or not at all: a job or a user reading it never sees half a file."""
     partial = path.with_name(f".{path.name}.partial")
     partial.write_text(text)

@@ -285,22 +285,7 @@ class Launch:
     # -- the bridge -------------------------------------------------------------------------
 
     def _follow(self) -> None:
-        """The event thread: every event of the session, in order, into the queue; its own
-        client, whose pauses between reconnections are told to the main thread."""
-
-        def pause(delay: float) -> None:
-            self.events.put(Reconnecting(delay))
-            time.sleep(delay)
-
-        try:
-            client = self.connect(sleep=pause)
-            try:
-                for event in client.follow(self.session, wait=self.wait, max_retry=self.max_retry):
-                    self.events.put(event)
-            finally:
-                client.close()
-        except BaseException as error:
-            self.events.put(error)
+        feed(self.events, self.connect, self.session, wait=self.wait, max_retry=self.max_retry)
 
     def _next(self, timeout: float = 1.0) -> Event | Reconnecting | None:
         """The next event (None after ``timeout`` s without one); the event thread's failure
@@ -348,6 +333,33 @@ class Launch:
         except BridgeError as error:
             if error.status != 409:  # already over (killed, ended): nothing to release
                 self.display.warn(f"could not send done: {error}")
+
+
+def feed(
+    events: queue.Queue[Event | Reconnecting | BaseException],
+    connect: Callable[..., Any],
+    session: str,
+    *,
+    wait: float,
+    max_retry: float,
+) -> None:
+    """The event thread: every event of the session, in order, into ``events``; its own client
+    (``connect(sleep=...)``), whose pauses between reconnections are told there too, and so is
+    its failure, for the main thread to raise."""
+
+    def pause(delay: float) -> None:
+        events.put(Reconnecting(delay))
+        time.sleep(delay)
+
+    try:
+        client = connect(sleep=pause)
+        try:
+            for event in client.follow(session, wait=wait, max_retry=max_retry):
+                events.put(event)
+        finally:
+            client.close()
+    except BaseException as error:
+        events.put(error)
 
 
 def _ending(item: Event | Reconnecting) -> str:

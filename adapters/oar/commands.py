@@ -184,6 +184,35 @@ def submit_inner(
     ``$SHELL -c COMMAND`` (the user's login shell): every word is quoted there
     (:func:`command_line`).
     """
+    kind = f"inner={check_job_id(container)}"
+    return _submit(binding, job, kind, user, hosts=hosts, output=output, error=error)
+
+
+def submit_besteffort(
+    binding: OarBinding,
+    job: JobSpec,
+    user: str | None,
+    *,
+    hosts: Sequence[str] = (),
+    output: str | None = None,
+    error: str | None = None,
+) -> tuple[str, ...]:
+    """``oarsub -t besteffort``: a job outside any container, which OAR kills itself when a job
+    or a container needs its hosts (a preemptible request's work); otherwise as
+    :func:`submit_inner`."""
+    return _submit(binding, job, "besteffort", user, hosts=hosts, output=output, error=error)
+
+
+def _submit(
+    binding: OarBinding,
+    job: JobSpec,
+    kind: str,
+    user: str | None,
+    *,
+    hosts: Sequence[str],
+    output: str | None,
+    error: str | None,
+) -> tuple[str, ...]:
     name = check_name(job.name, "job name")
     chosen = [check_name(host, "host name") for host in hosts]
     if chosen and (len(set(chosen)) != job.hosts or len(chosen) != job.hosts):
@@ -196,7 +225,7 @@ def submit_inner(
         *as_user(user),
         "oarsub",
         "-t",
-        f"inner={check_job_id(container)}",
+        kind,
         "-n",
         name,
         "-d",

@@ -107,13 +107,12 @@ class OarDeployer(CommandDeployer):
             self._containers[reservation] = found
         return found
 
-    def submit(self, plan: JobPlan, time_limit: int) -> str:
-        if plan.reservation is None:
-            raise DeployError(f"{self.cluster}: the start names no placeholder to submit into")
-        return super().submit(plan, time_limit)
-
     def command(self, plan: JobPlan, job: JobSpec) -> tuple[str, ...]:
-        assert job.reservation is not None  # submit checked it
+        if job.reservation is None:  # a preemptible request's work: OAR takes it back itself
+            return commands.submit_besteffort(
+                self.binding, job, None, hosts=plan.hosts,
+                output=str(plan.stdout), error=str(plan.stderr),
+            )  # fmt: skip
         return commands.submit_inner(
             self.binding,
             job,

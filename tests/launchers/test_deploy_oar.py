@@ -133,11 +133,16 @@ def test_what_oarsub_refused_is_told(tmp_path):
         oar.submit(plan(tmp_path), 600)
 
 
-def test_a_plan_without_a_placeholder_submits_nothing(tmp_path):
-    oar, runner = deployer()
-    with pytest.raises(DeployError, match="names no placeholder"):
-        oar.submit(plan(tmp_path, None), 600)
-    assert runner.calls == []
+def test_a_plan_without_a_placeholder_is_best_effort_work_on_exactly_its_hosts(tmp_path):
+    """A preemptible request's job: outside any container, on its hosts, which OAR takes back
+    by itself when a job or a container needs them (tests/oar: the sweep example on OAR)."""
+    oar, runner = deployer("oarsub_inner")
+    assert oar.submit(plan(tmp_path, None), 600) == "4285"
+    (argv,) = runner.calls  # no container to look up
+    assert argv[:3] == ("oarsub", "-t", "besteffort")
+    assert not any(word.startswith("inner=") for word in argv)
+    assert argv[argv.index("-p") + 1] == "cluster='alpha' AND host IN ('alpha-1','alpha-2')"
+    assert argv[argv.index("-l") + 1] == f"/host=2,walltime={commands.walltime(600)}"
 
 
 def test_a_plan_oar_could_not_run_is_refused_before_oarsub(tmp_path):
