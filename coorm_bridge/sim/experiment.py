@@ -77,6 +77,7 @@ EXPERIMENTS: dict[str, str] = {
     "scalability": "coorm_bridge.sim.scalability:Scalability",
     "fairness": "coorm_bridge.sim.fairness:Fairness",
     "coalloc": "coorm_bridge.sim.coalloc:Coalloc",
+    "evolving": "coorm_bridge.sim.evolving:Evolving",
 }
 
 
