@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from coorm_bridge.core.messages import Event
 from coorm_bridge.core.model import ClusterInfo, Request
@@ -32,7 +32,7 @@ from coorm_bridge.core.states import AppState
 from coorm_bridge.core.typed import RequestType
 from coorm_bridge.launchers.app import AppSpec
 from coorm_bridge.launchers.application import Application, Notice
-from coorm_bridge.launchers.client import BridgeError
+from coorm_bridge.launchers.client import BridgeError, BridgeUnreachable
 from coorm_bridge.launchers.deploy import Deployer, DeployError, deployer_for
 from coorm_bridge.launchers.display import Display
 from coorm_bridge.launchers.evolving import EvolvingClient
@@ -42,6 +42,7 @@ from coorm_bridge.protocol import JobAnswer, JobInfo, JobRequest
 from coorm_bridge.protocol_v2 import RequestInfo, RequestJobRequest
 
 EXIT_OK, EXIT_FAILED, EXIT_INTERRUPTED = 0, 1, 130
+T = TypeVar("T")
 
 
 class RunOver(Exception):
@@ -143,6 +144,32 @@ class AdaptiveRun:
     def stop_jobs(self) -> None:
         """Cancel what still runs (the run failed or was interrupted)."""
 
+    # -- the bridge -------------------------------------------------------------------------
+
+    def bridge(self, call: Callable[[], T], request: str | None = None) -> T:
+        """``call()``, tried again while the bridge does not answer (a restart), as the v1 loop
+        does. A call that reached the bridge before the answer was lost is not made twice:
+        sending request ``request`` again is refused as a repeat, and giving back hosts already
+        given back as unknown hosts; then what the bridge has of the request is the answer."""
+        delay, lost = 1.0, False
+        while True:
+            try:
+                return call()
+            except BridgeError as error:
+                if lost and request is not None and error.status in (409, 422):
+                    self.application.refresh()
+                    if request in self.application.requests:
+                        return self.application.requests[request]  # type: ignore[return-value]
+                retry = isinstance(error, BridgeUnreachable) or error.status >= 500
+                if not retry or self.interrupts.requested.is_set():
+                    raise
+                self.display.warn(
+                    f"the bridge does not answer ({error.detail}); again in {delay:g} s"
+                )
+                lost = True
+                time.sleep(delay)
+                delay = min(delay * 2, self.max_retry)
+
     # -- events -------------------------------------------------------------------------------
 
     def notices(self, timeout: float = 1.0) -> Iterator[Notice]:
@@ -161,7 +188,7 @@ class AdaptiveRun:
                 continue
             if isinstance(item, BaseException):
                 raise RunOver(EXIT_FAILED, f"the bridge stopped giving the events: {item}")
-            notice = self.application.apply(item)
+            notice = self.bridge(lambda: self.application.apply(item))  # noqa: B023
             if notice is not None:
                 yield notice
 
@@ -276,7 +303,7 @@ class AdaptiveRun:
 
     def _end(self) -> None:
         try:
-            self.application.end()
+            self.bridge(self.application.end)
             self.display.note(f"done sent: session {self.application.session} ends")
         except BridgeError as error:
             if error.status != 409:  # already over

@@ -301,6 +301,11 @@ class Application:
         """One event into the views and the requests (in order, once: older ones are skipped)."""
         if event.seq <= self.after:
             return None
+        if event.request is not None and not isinstance(event, PlacementFailedEvent):
+            # A start, preemption or end moves requests the event does not name: read them
+            # first, so that an event whose reading failed (the bridge restarting) is applied
+            # again, not skipped.
+            self._reread()
         self.after = event.seq
         if isinstance(event, ChangeEvent):
             self._change(self.views.non_preemptible, event.changes)
@@ -317,19 +322,20 @@ class Application:
                 self.state = event.state
                 return ApplicationEnded(event.time, event.state, self.reason)
             return None
-        if not isinstance(event, PlacementFailedEvent):
-            self._reread()  # a start, preemption or end moves requests the event does not name
         notice = _NOTICES.get(type(event))
         return None if notice is None else notice(event, event.request)
 
     # -- plumbing ------------------------------------------------------------------------------
 
-    def _id(self, given: str | None) -> str:
-        if given is not None:
-            return given
+    def next_id(self) -> str:
+        """A request id not used yet (``r1``, ``r2``...): naming a request before sending it
+        lets a caller that lost the answer ask the bridge for it rather than send it twice."""
         while (name := f"{self.prefix}{next(self._ids)}") in self.requests:
             continue
         return name
+
+    def _id(self, given: str | None) -> str:
+        return self.next_id() if given is None else given
 
     def _send(
         self, kind: RequestType, cluster: str, hosts: int, duration: int, id: str | None,

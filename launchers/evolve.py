@@ -56,8 +56,11 @@ class EvolvingRun(AdaptiveRun):
         spec = self.app.evolving
         assert spec is not None
         assert self.rule is not None
-        sent = self.application.pre_allocate(
-            self.cluster, spec.pre_allocation, spec.duration, id=PRE_ALLOCATION
+        sent = self.bridge(
+            lambda: self.application.pre_allocate(
+                self.cluster, spec.pre_allocation, spec.duration, id=PRE_ALLOCATION
+            ),
+            PRE_ALLOCATION,
         )
         when = "never" if sent.estimated_start is None else clock(sent.estimated_start)
         self.display.note(
@@ -96,7 +99,7 @@ class EvolvingRun(AdaptiveRun):
         if left <= 0:
             raise RunOver(EXIT_FAILED, f"the pre-allocation ended at {clock(end)} before the code")
         name = f"step{step}"
-        self.application.grow(self.cluster, hosts, left, id=name)
+        self.bridge(lambda: self.application.grow(self.cluster, hosts, left, id=name), name)
         request = self._started(name, hosts, left)
         record: dict[str, Any] = {"step": step, "request": name, "hosts": list(request.host_names)}
         self.steps.append(record)
@@ -119,7 +122,7 @@ class EvolvingRun(AdaptiveRun):
         self.display.note(f"{name}: job {job} on {', '.join(request.host_names)}")
         status = self._watch(name, hosts, deployer, job)
         self._job = None
-        self.application.done(name)
+        self.bridge(lambda: self.application.done(name), name)
         record |= {"state": status.state, "exit_code": status.exit_code}
         if not status.succeeded:
             self._save()

@@ -127,7 +127,7 @@ class SweepRun(AdaptiveRun):
     def _withdraw(self, request: str) -> bool:
         """Drop a waiting request; False when it started meanwhile (its start is coming)."""
         try:
-            self.application.withdraw(request)
+            self.bridge(lambda: self.application.withdraw(request), request)
         except BridgeError as error:
             if error.status != 409:
                 raise
@@ -138,7 +138,11 @@ class SweepRun(AdaptiveRun):
     def _send(self, hosts: int) -> None:
         spec = self.app.malleable
         assert spec is not None
-        sent = self.application.preemptible(self.cluster, hosts, spec.duration or spec.task_time)
+        name = self.application.next_id()
+        duration = spec.duration or spec.task_time
+        sent = self.bridge(
+            lambda: self.application.preemptible(self.cluster, hosts, duration, id=name), name
+        )
         self.waiting = sent.request
         self.display.note(f"{sent.request}: {hosts} preemptible hosts asked")
 
@@ -271,9 +275,9 @@ class SweepRun(AdaptiveRun):
         if not going:
             return
         if len(going) >= len(info.host_names):
-            self.application.done(request)
+            self.bridge(lambda: self.application.done(request), request)
         else:
-            self.application.shrink(request, going)
+            self.bridge(lambda: self.application.shrink(request, going), request)
 
     def _finished(self, task: str, state: str) -> None:
         self.record[task]["state"] = state

@@ -12,6 +12,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -132,3 +133,24 @@ def test_the_amr_code_takes_hosts_back_from_the_sweep_which_runs_its_tasks_again
     tasks = check_sweep(run_folder(tmp_path / "sweep"), seeds=6)
     outcomes = [run["outcome"] for task in tasks.values() for run in task["runs"]]
     assert "preempted" in outcomes or "killed" in outcomes, said
+
+
+def test_an_amr_run_rides_out_its_daemon_killed_with_9_and_restarted(mpi, make_daemon, tmp_path):  # type: ignore[no-untyped-def]
+    """The daemon is killed with -9 while a step runs, and started again: the step's job goes
+    on (its process outlives the daemon), the launcher waits for the bridge, and the run ends
+    as it would have, every step checked."""
+    daemon = make_daemon(
+        daemons.config({**daemons.MOCK, "run_jobs": True}, policy={"interval": 0.2}), EIGHT
+    ).start()
+    amr = launch(AMR, tmp_path, "--url", daemon.unix)
+    assert amr.stdout is not None
+    lines = []
+    for line in amr.stdout:
+        lines.append(line)
+        if "step2: job" in line:
+            break
+    daemon.kill(signal.SIGKILL)
+    daemon.start()
+    said = "".join(lines) + finished(amr)
+    record = check_amr(run_folder(tmp_path))
+    assert len({step["job"] for step in record["steps"]}) == len(record["steps"]), said
