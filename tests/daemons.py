@@ -42,8 +42,8 @@ PLATFORM = '[[cluster]]\nname = "c1"\nhosts = 8\n[[cluster]]\nname = "c2"\nhosts
 #: The [adapter] table of a daemon on the mock platform of its folder's platform.toml.
 MOCK = {"kind": "mock", "platform": "platform.toml"}
 #: The [policy] and [placement] tables a daemon test runs with unless it says otherwise: passes
-#: every 0.2 s, each cluster polled every 0.5 s.
-POLICY = {"interval": 0.2, "fair_start": 2}
+#: every 0.2 s (a preemption's notice 4 s), each cluster polled every 0.5 s.
+POLICY = {"interval": 0.2, "fair_start": 2, "preempt_grace": 4}
 PLACEMENT = {"poll_interval": 0.5}
 #: The [limits] of a daemon test unless it says otherwise: one user may hold the whole platform
 #: (by default half of it: tests/daemon/test_daemon_limits.py), for the tests of placement ask
@@ -143,8 +143,8 @@ def config(
 
 
 #: [policy] and [placement] of a daemon on a real batch system: a pass every 0.5 s at most (and a
-#: fair start of 3 s), each cluster polled every second.
-BATCH_POLICY = {"interval": 0.5, "fair_start": 3}
+#: fair start of 3 s, a preemption's notice 5 s), each cluster polled every second.
+BATCH_POLICY = {"interval": 0.5, "fair_start": 3, "preempt_grace": 5}
 BATCH_PLACEMENT = {"poll_interval": 1}
 
 

@@ -24,6 +24,8 @@ from coorm_bridge.core.states import HOLDING, PLACED, AppState, check, transitio
 MAX_INTERVAL = 3600.0
 #: A ghost holds hosts at most a day: a longer one would only keep them idle.
 MAX_FAIR_START = 86_400
+#: Preemptible work is told at most an hour ahead: the hosts stay idle to the others meanwhile.
+MAX_PREEMPT_GRACE = 3_600
 
 
 class PolicyConfig(Frozen):
@@ -33,6 +35,10 @@ class PolicyConfig(Frozen):
     """Re-policy interval: a pass runs at most once per this many seconds (at most an hour)."""
     fair_start: Annotated[int, Field(ge=0, le=MAX_FAIR_START, strict=True)] = 30
     """Seconds a finished application's hosts stay held (its ghost; at most a day)."""
+    preempt_grace: Annotated[int, Field(ge=0, le=MAX_PREEMPT_GRACE, strict=True)] = 10
+    """Seconds of notice preemptible work gets (API v2): a request that needs its hosts is
+    placed no earlier than this after the pass that decides it, so that the work can stop,
+    checkpoint and give them back before its deadline (at most an hour)."""
 
 
 class Application(Frozen):

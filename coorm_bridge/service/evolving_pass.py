@@ -55,7 +55,13 @@ class EvolvingPass:
     the requests the batch systems do not hold."""
 
     def __init__(
-        self, *, store: Store, rules: BatchRules, poller: Poller, recorder: Recorder
+        self,
+        *,
+        store: Store,
+        rules: BatchRules,
+        poller: Poller,
+        recorder: Recorder,
+        grace: int = 0,
     ) -> None:
         self.store = store
         self.rules = rules
@@ -69,7 +75,7 @@ class EvolvingPass:
         """Rows written during this pass, by id (the pass's lists hold them as they were)."""
         self._named: dict[tuple[str | None, str | None], SessionRow] = {}
         self._followed: set[tuple[str | None, str | None]] = set()
-        self.book = HostBook(store=store, poller=poller)
+        self.book = HostBook(store=store, poller=poller, grace=grace)
         """The hosts of preemptible work (:mod:`.preemption`)."""
         self.due: list[int] = []
         """When the last pass's decisions need a pass again: deadlines and ends."""

@@ -128,7 +128,7 @@ class PassRunner:
         table = self._applications(rows, now)
         free = self.poller.free(self._accounted(rows, held))
         if self._any_evolving:
-            free = self.evolving.book.lend(free, rows, now)
+            free = self.evolving.book.hold(free, rows, now)
         for cluster in self.store.drained().keys() & free.keys():
             # Drained by an admin: nothing new fits there, so no placeholder is made; started
             # sessions keep theirs (the policy settles them whatever is free), and waiting

@@ -29,9 +29,11 @@ _ZERO = Profile.constant(0)
 class HostBook:
     """The hosts of preemptible work, per cluster, as of the last pass."""
 
-    def __init__(self, *, store: Store, poller: Poller) -> None:
+    def __init__(self, *, store: Store, poller: Poller, grace: int = 0) -> None:
         self.store = store
         self.poller = poller
+        self.grace = grace
+        """Seconds of notice a preemption gives (``[policy] preempt_grace``)."""
         self._preemptible_hosts: dict[str, frozenset[str]] = {}
         """Per cluster, the hosts started preemptible requests use."""
         self._given_back: dict[str, tuple[str, ...]] = {}
@@ -114,39 +116,68 @@ class HostBook:
         reclaimed = {**self._reclaimed, **cancelled}
         self._reclaimed = {k: c for k, c in reclaimed.items() if self._still_running(c)}
 
-    def lend(
+    def hold(
         self, free: dict[str, Profile], rows: Mapping[str, SessionRow], now: int
     ) -> dict[str, Profile]:
-        """``free`` with the hosts of preemptible work given back: the owner's jobs on a started
-        preemptible request's hosts (outside reservations) are load to the batch system, not to
-        the views: the bridge takes those hosts back when it must."""
-        lent = dict(free)
+        """``free`` beside preemptible work: a started preemptible request's hosts are held
+        until it must give them back (a preemption's deadline, or :attr:`grace` from now), so
+        that a request needing them is placed no earlier and the work is told that long ahead;
+        from then on the owner's jobs there (outside reservations) are load to the batch
+        system, not to the views: the bridge takes those hosts back when it must."""
+        held = dict(free)
         for row in rows.values():
             typed = row.typed
             if typed is None or typed.type is not PRE or row.state is not AppState.STARTED:
                 continue
             cluster = row.clusters[0]
-            jobs = self.poller.owners_jobs_on(cluster, row.owner, typed.host_names)
-            if jobs is None or cluster not in lent:
+            if cluster not in held:
                 continue
-            hosts = set(typed.host_names)
-            for job in jobs:
-                if job.state is JobState.RUNNING and set(job.host_names) <= hosts:
-                    end = job.end
-                    if end is not None and end > now:
-                        lent[cluster] = lent[cluster].add(job.hosts, now, end)
-        return lent
+            jobs = self.poller.owners_jobs_on(cluster, row.owner, typed.host_names) or []
+            ends = {
+                host: job.end
+                for job in jobs
+                if job.state is JobState.RUNNING and job.end is not None
+                for host in job.host_names
+            }
+            given = set(typed.give_back) if typed.preempt_by is not None else set()
+            profile = held[cluster]
+            for host in typed.host_names:
+                until = typed.preempt_by if host in given else now + self.grace
+                assert until is not None
+                end = ends.get(host, now)  # an idle host is free in the snapshot from now
+                if end > until:
+                    profile = profile.add(1, until, end)  # the bridge takes it back then
+                elif end < until:
+                    profile = profile.add(-1, max(end, now), until)
+            held[cluster] = profile
+        return held
 
     def pool(
         self, plan: Plan, parents: Mapping[str, list[SessionRow]], now: int
     ) -> dict[str, Profile]:
-        """What preemptible work may use per cluster: what the v1 pass leaves free.
+        """What preemptible work may use per cluster: what the v1 pass leaves free, and the
+        hosts started preemptible requests hold until they must give them back (:meth:`hold`
+        kept them from the v1 pass until then).
 
         Not the unused hosts of started pre-allocations, which the slides lend too: a
         borrower's jobs there would have to run inside the pre-allocation's reservation, which
-        admits only its owner (Slurm, OAR and the mock alike), so they would wait there until
-        taken back. Lending them needs the reservation to admit the borrower first."""
-        return dict(plan.left)
+        admits only its owner (Slurm and the mock), so they would wait there until taken back.
+        Lending them needs the reservation to admit the borrower first."""
+        pool = dict(plan.left)
+        for rows in parents.values():
+            for row in rows:
+                typed = row.typed
+                if typed is None or typed.type is not PRE or row.state is not AppState.STARTED:
+                    continue
+                cluster = row.clusters[0]
+                if cluster not in pool:
+                    continue
+                given = set(typed.give_back) if typed.preempt_by is not None else set()
+                for host in typed.host_names:
+                    until = typed.preempt_by if host in given else now + self.grace
+                    assert until is not None
+                    pool[cluster] = pool[cluster].add(1, now, until)
+        return pool
 
     def idle(self, cluster: str, children: Mapping[str, list[SessionRow]], now: int) -> list[str]:
         """Hosts of ``cluster`` that run nothing now and no reservation holds (the last

@@ -172,7 +172,13 @@ def assemble(
         trigger=due.trigger,
         stats=stats,
     )
-    views = EvolvingPass(store=store, rules=rules, poller=poller, recorder=recorder)
+    views = EvolvingPass(
+        store=store,
+        rules=rules,
+        poller=poller,
+        recorder=recorder,
+        grace=config.policy.preempt_grace,
+    )
     passes = PassRunner(
         config=config,
         adapter=adapter,

@@ -119,6 +119,34 @@ def test_preemptible_work_runs_on_idle_hosts_and_is_taken_back_on_time(make_site
     assert all(e.request is None for e in site.events(v1))
 
 
+@pytest.mark.parametrize("grace", [0, 10, 45])
+def test_a_preemption_gives_the_work_the_sites_grace_to_give_its_hosts_back(
+    make_site: Any, grace: int
+) -> None:
+    """``[policy] preempt_grace``: the request that needs the hosts is placed that long after
+    the pass that decides it, and the work is told so; given back within it, nothing is
+    killed, and the request starts then, not earlier."""
+    site = make_site(policy={"preempt_grace": grace})
+    sid = evolving(site)
+    send(site, sid, id="p", cluster="c1", hosts=8, duration=7200, type="preemptible")
+    site.step(T0 + 1)
+    v1 = site.subscribe("bob")
+    site.request(v1, {"c1": 8}, 600, user="bob")
+    site.step(T0 + 2)
+    (preempt,) = about(site, sid, "p", "preempt")
+    assert preempt.deadline == T0 + 2 + grace
+    for t in range(T0 + 3, preempt.deadline):  # the notice does not move, nor start early
+        site.step(t)
+        assert site.state(v1) is not AppState.STARTED
+        assert info(site, sid, "p").preempt_by == preempt.deadline
+    assert site.bridge.evolving is not None
+    site.bridge.evolving.done("alice", sid, "p", None)
+    site.step(preempt.deadline)
+    site.step(preempt.deadline + 1)
+    assert not about(site, sid, "p", "killed")
+    assert site.state(v1) is AppState.STARTED
+
+
 def test_bad_requests_are_refused_and_change_nothing(make_site: Any) -> None:
     site = make_site()
     sid = evolving(site)
