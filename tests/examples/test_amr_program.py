@@ -77,7 +77,7 @@ def drive(
 
 @pytest.mark.mpi
 def test_the_amr_code_grows_then_shrinks_and_its_result_checks_and_repeats(mpi, tmp_path):
-    hosts, reports, last = drive(tmp_path / "first")
+    hosts, reports, last = drive(tmp_path / "first", "--work", "0.01")
     said = last.stdout + last.stderr
     assert last.returncode == 0, said
     assert reports[-1] == {"done": True, "check": "ok"}

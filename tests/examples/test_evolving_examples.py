@@ -15,11 +15,13 @@ import math
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from coorm_bridge.launchers.evolving import EvolvingClient
 from tests import daemons
 
 FOLDER = Path(__file__).resolve().parents[2] / "examples"
@@ -149,6 +151,12 @@ def test_an_amr_run_rides_out_its_daemon_killed_with_9_and_restarted(mpi, make_d
         lines.append(line)
         if "step2: job" in line:
             break
+    session = lines[0].split("session ")[1].split()[0]
+    with EvolvingClient(daemon.unix, timeout=10) as client:  # killed once its process runs
+        failsafe = time.monotonic() + 120
+        while {job.state for job in client.request_jobs(session, "step2")} != {"running"}:
+            assert time.monotonic() < failsafe, "step2's job never ran"
+            time.sleep(0.1)
     daemon.kill(signal.SIGKILL)
     daemon.start()
     said = "".join(lines) + finished(amr)
