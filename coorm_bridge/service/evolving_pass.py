@@ -319,7 +319,7 @@ class EvolvingPass:
             if child.state is AppState.STARTED:
                 due = owed.get(name or "")
                 told = typed.preempt_by
-                if due is not None and told is not None and told <= now and due.deadline <= now:
+                if due is not None and told is not None and told <= now:
                     why = f"preempted: {len(typed.give_back)} hosts not given back by {told}"
                     self.close(child, now, why)
                     self.again = True
@@ -328,6 +328,11 @@ class EvolvingPass:
                     )
                     continue
                 deadline = None if due is None else due.deadline
+                if deadline is not None and told is not None:
+                    # Told once, a deadline never moves later: the request that needs the
+                    # hosts may itself be put off (its placeholder refused while the work
+                    # runs), and following it would put the preemption off with it.
+                    deadline = min(deadline, told)
                 give = to_give(typed.host_names, typed.give_back, 0 if due is None else due.hosts)
                 if deadline is not None:  # told now, it is checked at the next second
                     self.due.append(max(deadline, now + 1))
