@@ -40,6 +40,8 @@ from coorm_bridge.launchers.rundir import write_whole
 from coorm_bridge.protocol_v2 import RequestInfo
 
 PRE_ALLOCATION = "pa"
+#: Seconds a step's request ends before its pre-allocation does (clocks and calls take time).
+INSIDE_MARGIN = 30
 
 
 @dataclass
@@ -95,9 +97,11 @@ class EvolvingRun(AdaptiveRun):
 
     def _step(self, step: int, hosts: int, end: int) -> dict[str, Any]:
         """Run one step on ``hosts`` hosts: its request, its job, its report."""
-        left = end - int(time.time())
+        # The step asks until a little before the pre-allocation's end: one that would end after
+        # it (the bridge's clock a second on from ours) does not fit inside, and is placed apart.
+        left = end - int(time.time()) - INSIDE_MARGIN
         if left <= 0:
-            raise RunOver(EXIT_FAILED, f"the pre-allocation ended at {clock(end)} before the code")
+            raise RunOver(EXIT_FAILED, f"the pre-allocation ends at {clock(end)}, before the code")
         name = f"step{step}"
         self.bridge(lambda: self.application.grow(self.cluster, hosts, left, id=name), name)
         request = self._started(name, hosts, left)
@@ -126,7 +130,11 @@ class EvolvingRun(AdaptiveRun):
         record |= {"state": status.state, "exit_code": status.exit_code}
         if not status.succeeded:
             self._save()
-            raise RunOver(EXIT_FAILED, f"{name}: job {job} {status.state} ({status.exit_code})")
+            said = (
+                f"exit status {status.exit_code}" if status.exit_code is not None else "no status"
+            )
+            detail = f": {status.detail}" if status.detail else ""
+            raise RunOver(EXIT_FAILED, f"{name}: job {job} {status.state} ({said}){detail}")
         try:
             report = json.loads(report_path.read_text())
         except (OSError, ValueError) as error:
