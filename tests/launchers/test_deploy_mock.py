@@ -102,8 +102,12 @@ def test_the_coupled_example_exchanges_over_tcp_through_run_json(mpi, daemon, la
     example = REPO / "examples" / "coupled" / "coupled.py"
     app.write_text(COUPLED.format(example=example, root=ROOT if os.geteuid() == 0 else ""))
     launcher = launch(app)
-    assert launcher.wait(240) == 0, launcher.output()
+    status = launcher.wait(240)
     run = run_dir(folder)
+    # What each part said, when it failed (a hang of the solver's start was seen in full runs
+    # only: the coupler waited 60 s for it to listen).
+    outputs = "".join(f"\n--- {f.name}:\n{f.read_text()[-3000:]}" for f in sorted(run.glob("c*.*")))
+    assert status == 0, launcher.output() + outputs
     solver = json.loads((run / "solver.json").read_text())
     coupler = json.loads((run / "coupler.json").read_text())
     assert (solver["ranks"], coupler["ranks"]) == (2, 1)
