@@ -21,6 +21,7 @@ import math
 import queue
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -81,7 +82,7 @@ def time_limit(end: int, deployer: Deployer, now: float | None = None) -> int:
 
 
 @dataclass
-class AdaptiveRun:
+class AdaptiveRun(ABC):
     """The pieces both kinds share; a subclass's :meth:`body` is the application's logic."""
 
     app: AppSpec
@@ -138,9 +139,11 @@ class AdaptiveRun:
         threading.Thread(target=self._follow, name="coorm-events", daemon=True).start()
         return self.body()
 
-    def body(self) -> int:  # pragma: no cover - each kind has its own
-        raise NotImplementedError
+    @abstractmethod
+    def body(self) -> int:
+        """The application's own logic (each kind's); its exit status."""
 
+    @abstractmethod
     def stop_jobs(self) -> None:
         """Cancel what still runs (the run failed or was interrupted)."""
 

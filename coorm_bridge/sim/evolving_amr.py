@@ -21,6 +21,7 @@ starts, and when the code ends a period (its need may change there).
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Protocol
 
 from coorm_bridge.core.typed import RequestType
@@ -45,7 +46,7 @@ class Requests(Protocol):
         ...
 
 
-class Launcher:
+class Launcher(ABC):
     """The AMR code's launcher under one strategy; see the module docstring."""
 
     def __init__(self, amr: Progress, peak: int) -> None:
@@ -56,17 +57,17 @@ class Launcher:
         self.pending: tuple[str, int] | None = None
         """The request it waits for, with its hosts."""
 
+    @abstractmethod
     def arrive(self, run: Requests, now: int) -> None:
         """The code arrives: its first requests."""
-        raise NotImplementedError
 
+    @abstractmethod
     def started(self, run: Requests, now: int, request: str) -> None:
         """A request of its started."""
-        raise NotImplementedError
 
+    @abstractmethod
     def period(self, run: Requests, now: int) -> None:
         """A period ended (the next one's need is ``amr.need``), or the run did."""
-        raise NotImplementedError
 
     def _ask(self, run: Requests, hosts: int, duration: int) -> None:
         """Wait for a request of ``hosts`` (keeping one of that size already waiting)."""
