@@ -103,11 +103,14 @@ class Steps:
             t for k, t in enumerate(self.times[1:], 1) if values[k] > values[k - 1]
         ]
 
-    def levels(self, high: int) -> list[int]:
-        """The distinct positive host counts taken from ``now`` on, capped at ``high``. Any
-        count fits exactly where the smallest level at or above it fits: when more hosts never
-        run longer, a search over host counts need only try these."""
-        return sorted({min(v, high) for v in self.values if v > 0})
+    def levels(self, high: int, before: int | None = None) -> list[int]:
+        """The distinct positive host counts taken from ``now`` on (and before ``before``),
+        capped at ``high``. Any count fits exactly where the smallest level at or above it
+        fits: when more hosts never run longer, a search over host counts need only try these."""
+        values = self.values
+        if before is not None:
+            values = values[: bisect_left(self.times, before)]
+        return sorted({min(v, high) for v in values if v > 0})
 
     def pairs(self) -> list[tuple[int, int]]:
         return list(zip(self.times, self.values, strict=True))

@@ -6,9 +6,12 @@ margin, rounded up to whole seconds. The selector picks the cluster and host cou
 first: the earliest start where that many hosts stay free for the whole run, plus the run.
 
 The search is exact and cheap: a host count fits exactly where the smallest level of the profile
-at or above it fits, and more hosts never run longer, so only the profile's levels (capped at
-``max_hosts``) and ``min_hosts`` need trying: tens per cluster instead of every count.
-Ties go to fewer hosts, then to the cluster whose name sorts first.
+at or above it fits, and more hosts never run longer, so the earliest end is found among the
+profile's levels (capped at ``max_hosts``) and ``min_hosts``: tens per cluster instead of every
+count. Ties go to fewer hosts, then to the cluster whose name sorts first, among ``min_hosts`` and
+the levels taken before that earliest end (a level taken only later fits no earlier than the
+smallest level above it taken before, so it adds nothing but a tie): the answer does not depend on
+the profile from its end on, which lets :meth:`Moldable.horizon` be exact.
 """
 
 from __future__ import annotations
@@ -76,6 +79,7 @@ class Moldable:
     ) -> Request | None:
         p = self.params
         best: tuple[int, int, str, int] | None = None  # end, hosts, cluster, duration
+        usable: list[tuple[str, ClusterInfo, Steps, int]] = []
         for name in sorted(view):
             info = clusters.get(name)
             if info is None or (p.clusters is not None and name not in p.clusters):
@@ -84,19 +88,55 @@ class Moldable:
             if high < p.min_hosts:
                 continue
             steps = Steps.of(view[name], now)
+            usable.append((name, info, steps, high))
             for hosts in {p.min_hosts, *steps.levels(high)}:
-                if hosts < p.min_hosts:
-                    continue
-                duration = self.duration(info, hosts)
-                if duration is None:
-                    continue
-                start = steps.earliest_fit(hosts, duration, now)
-                if start is None:
-                    continue
-                candidate = (start + duration, hosts, name, duration)
-                if best is None or candidate < best:
+                candidate = self._candidate(name, info, steps, hosts, now)
+                if candidate is not None and (best is None or candidate < best):
                     best = candidate
         if best is None:
             return None
-        _, hosts, name, duration = best
+        end = best[0]
+        ties = [
+            candidate
+            for name, info, steps, high in usable
+            for hosts in {p.min_hosts, *steps.levels(high, before=end)}
+            if (candidate := self._candidate(name, info, steps, hosts, now)) is not None
+            and candidate[0] == end
+        ]
+        _, hosts, name, duration = min(ties)
         return Request(nodes={name: hosts}, duration=duration)
+
+    def _candidate(
+        self, name: str, info: ClusterInfo, steps: Steps, hosts: int, now: int
+    ) -> tuple[int, int, str, int] | None:
+        """(end, hosts, cluster, duration) of ``hosts`` hosts on this cluster, None: never."""
+        if hosts < self.params.min_hosts:
+            return None
+        duration = self.duration(info, hosts)
+        if duration is None:
+            return None
+        start = steps.earliest_fit(hosts, duration, now)
+        return None if start is None else (start + duration, hosts, name, duration)
+
+    def horizon(
+        self,
+        clusters: Mapping[str, ClusterInfo],
+        interconnect: Interconnect,
+        view: Mapping[str, Profile],
+        now: int,
+        request: Request,
+    ) -> int | None:
+        """The end of ``request`` in ``view``: nothing from then on can alter the answer.
+
+        The search is exact: the answer ends first (then fewest hosts, then first name). A
+        change from ``E`` on leaves the answer's own start ``s`` and end ``E`` as they are while
+        the time has not passed ``s`` (its window lies before ``E``). Another choice could start
+        earlier only in a window reaching past ``E``, so it would end after ``E``; one starting
+        no earlier ends no earlier than it did, and ties are broken as before."""
+        if len(request.nodes) != 1:
+            return None
+        ((name, hosts),) = request.nodes.items()
+        if name not in view:
+            return None
+        start = Steps.of(view[name], now).earliest_fit(hosts, request.duration, now)
+        return None if start is None else start + request.duration
