@@ -86,6 +86,9 @@ Counts = tuple[int, ...]
 ROUNDS = 3
 #: Re-choices at one candidate start while the walltime outgrows what stays free.
 SHRINKS = 32
+#: Walltimes and choices a model keeps across views before it starts again.
+MAX_REMEMBERED = 1 << 16
+_UNKNOWN = object()
 
 
 class CEMParams(Params):
@@ -124,6 +127,17 @@ class Model:
         n, p = params.elements, params
         self._compute = p.iterations * n * p.element_seconds
         self._halo = p.surface_factor * p.face_bytes * 8.0  # bits per m^(2/3)
+        self.durations: dict[Counts, int | None] = {}
+        """Walltimes already computed: they depend on the counts alone, not on the view."""
+        self.choices: dict[Counts, Counts | None] = {}
+        """:meth:`_Search._choose` per free counts: a function of the counts and this model."""
+
+    def remember(self) -> None:
+        """Bound what the model keeps across views (a launcher sees a few thousand at most)."""
+        if len(self.durations) > MAX_REMEMBERED:
+            self.durations.clear()
+        if len(self.choices) > MAX_REMEMBERED:
+            self.choices.clear()
 
     def seconds(self, counts: Counts) -> float | None:
         """The run time on ``counts`` hosts per cluster (None: no host, or unlinked clusters)."""
@@ -180,13 +194,14 @@ class _Search:
         self, model: Model, steps: Sequence[Steps], highs: Sequence[int], now: int
     ) -> None:
         self.model, self.steps, self.highs, self.now = model, steps, highs, now
-        self._durations: dict[Counts, int | None] = {}
-        self._choices: dict[Counts, Counts | None] = {}
+        self._durations = model.durations
+        self._choices = model.choices
 
     def duration(self, counts: Counts) -> int | None:
-        if counts not in self._durations:
-            self._durations[counts] = self.model.duration(counts)
-        return self._durations[counts]
+        found = self._durations.get(counts, _UNKNOWN)
+        if found is _UNKNOWN:
+            found = self._durations[counts] = self.model.duration(counts)
+        return found  # type: ignore[return-value]  # _UNKNOWN was replaced
 
     def rank(self, counts: Counts) -> tuple[int, int, Counts] | None:
         """``(end, hosts, counts)``: what the search minimises (None: never fits)."""
@@ -302,13 +317,26 @@ class _Search:
 
 
 class CEM:
-    """The CEM selector; see the module docstring."""
+    """The CEM selector; see the module docstring. It keeps the model of the clusters it last
+    saw, with the walltimes and choices computed on it (they depend on host counts only), so
+    that the next view reuses them: an answer is still a function of the view alone."""
 
     Params: ClassVar[type[CEMParams]] = CEMParams
     time_invariant: ClassVar[bool] = True
 
     def __init__(self, params: CEMParams) -> None:
         self.params = params
+        self._last: tuple[tuple[ClusterInfo, ...], Interconnect, Model] | None = None
+
+    def _model(self, infos: Sequence[ClusterInfo], interconnect: Interconnect) -> Model:
+        key = tuple(infos)
+        if self._last is not None and self._last[0] == key and self._last[1] == interconnect:
+            model = self._last[2]
+            model.remember()
+            return model
+        model = Model(self.params, infos, interconnect)
+        self._last = (key, interconnect, model)
+        return model
 
     def usable(
         self, clusters: Mapping[str, ClusterInfo], view: Mapping[str, Profile]
@@ -331,7 +359,7 @@ class CEM:
         infos = self.usable(clusters, view)
         if not infos:
             return None
-        model = Model(self.params, infos, interconnect)
+        model = self._model(infos, interconnect)
         steps = [Steps.of(view[info.name], now) for info in infos]
         counts = _Search(model, steps, [info.hosts for info in infos], now).run()
         duration = None if counts is None else model.duration(counts)
