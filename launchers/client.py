@@ -197,9 +197,19 @@ class BridgeClient:
 
     # -- the API ---------------------------------------------------------------------------
 
-    def subscribe(self, filter: Filter | None = None, name: str | None = None) -> Subscribed:
+    def subscribe(
+        self, filter: Filter | None = None, name: str | None = None, *, deltas: bool = False
+    ) -> Subscribed:
+        """A new session. ``deltas``: changed profiles come from their first changed step on
+        (a bridge that does not know it sends them whole; the view is kept right either way)."""
         body = SubscribeBody(filter=filter or Filter(), name=name)
-        return self._call("POST", "/sessions", _SUBSCRIBED, body=body.model_dump(mode="json"))
+        return self._call(
+            "POST",
+            "/sessions",
+            _SUBSCRIBED,
+            body=body.model_dump(mode="json"),
+            params={"changes": "delta"} if deltas else None,
+        )
 
     def clusters(self) -> list[ClusterInfo]:
         return self._call("GET", "/clusters", _CLUSTERS)
@@ -241,16 +251,22 @@ class BridgeClient:
             body=request.model_dump(mode="json"),
         )
 
-    def events(self, session: str, after: int = 0, wait: float = 0.0) -> list[Event]:
+    def events(
+        self, session: str, after: int = 0, wait: float = 0.0, horizon: int | None = None
+    ) -> list[Event]:
         """One long-poll: the events numbered above ``after``, waiting up to ``wait`` seconds
-        for the first one (an empty list when none came)."""
+        for the first one (an empty list when none came). ``horizon``: from this time on no
+        change of the view held after event ``after`` can alter the selector's choice."""
         if not 0 <= wait <= MAX_WAIT:
             raise ValueError(f"wait must be between 0 and {MAX_WAIT:g} seconds, got {wait}")
+        params = {"after": str(after), "wait": f"{wait:g}"}
+        if horizon is not None:
+            params["horizon"] = str(horizon)
         page = self._call(
             "GET",
             _path(session, "events"),
             _EVENT_PAGE,
-            params={"after": str(after), "wait": f"{wait:g}"},
+            params=params,
             # The daemon legitimately holds the answer for `wait` seconds.
             timeout=wait + self.timeout,
             prefix=self._events_prefix,
@@ -312,9 +328,12 @@ class BridgeClient:
         wait: float = 30.0,
         retry: float = 1.0,
         max_retry: float = 30.0,
+        *,
+        horizon: Callable[[int], int | None] | None = None,
     ) -> Iterator[Event]:
         """Every event of the session after ``after``, in order, until it ends (its ``ended``
-        event that names no request).
+        event that names no request). ``horizon(after)``: what to poll with after an event
+        (:class:`~coorm_bridge.launchers.selection.Horizons`).
 
         Rides out a daemon restart: when the bridge cannot be reached or answers 5xx, waits
         (doubling from ``retry`` up to ``max_retry``) and polls again from the last event
@@ -323,7 +342,8 @@ class BridgeClient:
         delay = retry
         while True:
             try:
-                events = self.events(session, after=after, wait=wait)
+                told = None if horizon is None else horizon(after)
+                events = self.events(session, after=after, wait=wait, horizon=told)
             except BridgeError as error:
                 if not (isinstance(error, BridgeUnreachable) or error.status >= 500):
                     raise

@@ -11,12 +11,13 @@ before the bridge is asked for hosts the application would leave idle.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from coorm_bridge.core.messages import CAP, ChangeEvent, ChangeKind
-from coorm_bridge.core.model import ClusterInfo, Interconnect, Request
+from coorm_bridge.core.messages import CAP, ChangeEvent, ChangeKind, applied
+from coorm_bridge.core.model import MAX_SEQ, ClusterInfo, Interconnect, Request
 from coorm_bridge.launchers.app import AppSpec
 from coorm_bridge.launchers.layout import LayoutError, layout
 
@@ -69,8 +70,9 @@ class CurrentView:
         changed = False
         for change in event.changes:
             if change.kind is ChangeKind.AVAILABILITY and change.profile is not None:
-                changed |= self.caps.get(change.cluster) != change.profile
-                self.caps[change.cluster] = change.profile
+                cap = applied(self.caps.get(change.cluster), change)
+                changed |= self.caps.get(change.cluster) != cap
+                self.caps[change.cluster] = cap
             elif change.kind is ChangeKind.INFO and change.info is not None:
                 changed |= self.clusters.get(change.cluster) != change.info
                 self.clusters[change.cluster] = change.info
@@ -97,6 +99,9 @@ class Selection:
         self.memo = Memoized(selector)
         self.app = app
         self.min_gain = app.selector.min_gain
+        self.horizon: int | None = None
+        """The horizon of the last decision (None: any change of the view may alter it): the
+        selector's, when the request it leaves in force is the selector's answer."""
 
     @property
     def computed(self) -> int:
@@ -107,14 +112,19 @@ class Selection:
         """The request for this view (None: the selector keeps the current one); ``current``
         again when the new selection is not worth sending (:func:`worth_sending`)."""
         profiles = view.profiles()
+        self.horizon = None
         try:
-            request = self.memo.select(view.clusters, view.interconnect, profiles, now)
+            choice = self.memo.choose(view.clusters, view.interconnect, profiles, now)
         except Exception as error:  # a selector's bug must end the run cleanly, withdrawn
             raise SelectorError(f"the selector failed on this view: {error!r}") from error
+        request = choice.request
         if request is not None:
             check_request(self.app, request, view.clusters)
         if not worth_sending(profiles, current, request, now, self.min_gain):
+            # Kept for min_gain: the decision reads the current request's end too.
+            self.horizon = choice.horizon if request == current else None
             return current
+        self.horizon = choice.horizon
         return request
 
 
@@ -157,3 +167,35 @@ def check_request(app: AppSpec, request: Request, clusters: Mapping[str, Any]) -
         raise SelectorError(
             f"the selector's request does not fit the components: {error}"
         ) from error
+
+
+class Horizons:
+    """The horizon of the launcher's decision on the view after each event it handled, from
+    the main thread (which decides) to the event thread (which polls with it, ``?horizon=``).
+
+    The event thread waits a moment for the main thread to handle what it just got before it
+    polls again: a poll sent before the decision would carry no horizon, and the bridge would
+    send every change until the next poll."""
+
+    def __init__(self, patience: float = 2.0) -> None:
+        self.patience = patience
+        self._changed = threading.Condition()
+        self._handled = 0
+        self._horizon: int | None = None
+
+    def decided(self, seq: int, horizon: int | None) -> None:
+        """The main thread handled event ``seq``; its decision's horizon."""
+        with self._changed:
+            self._handled, self._horizon = seq, horizon
+            self._changed.notify_all()
+
+    def stop(self) -> None:
+        """No more decisions (the application started): polls go without waiting."""
+        self.decided(MAX_SEQ, None)
+
+    def for_poll(self, after: int) -> int | None:
+        """The horizon to poll with after event ``after``: None when the main thread has not
+        decided on that view yet."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._handled >= after, timeout=self.patience)
+            return self._horizon if self._handled == after else None

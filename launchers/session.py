@@ -43,7 +43,7 @@ from coorm_bridge.launchers.deploy import Deployer, DeployError, deployer_for
 from coorm_bridge.launchers.deploy.run import Run
 from coorm_bridge.launchers.display import Display, clock, request_text
 from coorm_bridge.launchers.rundir import prepare
-from coorm_bridge.launchers.selection import CurrentView, Selection, SelectorError
+from coorm_bridge.launchers.selection import CurrentView, Horizons, Selection, SelectorError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 T = TypeVar("T")
@@ -52,7 +52,9 @@ T = TypeVar("T")
 class BridgeCalls(Protocol):
     """The calls the loop makes (:class:`~coorm_bridge.launchers.client.BridgeClient`)."""
 
-    def subscribe(self, filter: Filter | None = None, name: str | None = None) -> Any: ...
+    def subscribe(
+        self, filter: Filter | None = None, name: str | None = None, *, deltas: bool = False
+    ) -> Any: ...
     def interconnect(self) -> Interconnect: ...
     def clusters(self) -> list[ClusterInfo]: ...
     def request(self, session: str, request: Request | None = None) -> Any: ...
@@ -61,7 +63,7 @@ class BridgeCalls(Protocol):
     def withdraw(self, session: str) -> Any: ...
     def follow(
         self, session: str, after: int = 0, wait: float = 30.0, retry: float = 1.0,
-        max_retry: float = 30.0,
+        max_retry: float = 30.0, *, horizon: Callable[[int], int | None] | None = None,
     ) -> Iterator[Event]: ...  # fmt: skip
     def close(self) -> None: ...
 
@@ -122,6 +124,7 @@ class Launch:
     request: Request | None = None
     estimated: int | None = None
     events: queue.Queue[Event | Reconnecting | BaseException] = field(default_factory=queue.Queue)
+    horizons: Horizons = field(default_factory=Horizons)
 
     def run(self) -> int:
         """The whole run; its exit status."""
@@ -134,7 +137,7 @@ class Launch:
             self.display.close()
 
     def _run(self, bridge: BridgeCalls) -> int:
-        subscribed = bridge.subscribe(self.app.subscription_filter, name=self.app.name)
+        subscribed = bridge.subscribe(self.app.subscription_filter, name=self.app.name, deltas=True)
         self.session = subscribed.session
         clusters = {info.name: info for info in subscribed.clusters}
         self.display.note(
@@ -183,6 +186,7 @@ class Launch:
                     self._select(bridge, view)
                 state = "waiting" if self.request is not None else "selecting"
             elif isinstance(item, StartEvent):
+                self.horizons.stop()
                 return item
             elif isinstance(item, PlacementFailedEvent):
                 self.display.warn(
@@ -192,6 +196,7 @@ class Launch:
                 state = "placement failed, retrying"
             else:
                 raise RunEnded(EXIT_FAILED, _ending(item))
+            self.horizons.decided(item.seq, self.selection.horizon)
             self.display.status(state, self.request, self.estimated)
         return None
 
@@ -285,7 +290,14 @@ class Launch:
     # -- the bridge -------------------------------------------------------------------------
 
     def _follow(self) -> None:
-        feed(self.events, self.connect, self.session, wait=self.wait, max_retry=self.max_retry)
+        feed(
+            self.events,
+            self.connect,
+            self.session,
+            wait=self.wait,
+            max_retry=self.max_retry,
+            horizons=self.horizons,
+        )
 
     def _next(self, timeout: float = 1.0) -> Event | Reconnecting | None:
         """The next event (None after ``timeout`` s without one); the event thread's failure
@@ -342,10 +354,12 @@ def feed(
     *,
     wait: float,
     max_retry: float,
+    horizons: Horizons | None = None,
 ) -> None:
     """The event thread: every event of the session, in order, into ``events``; its own client
     (``connect(sleep=...)``), whose pauses between reconnections are told there too, and so is
-    its failure, for the main thread to raise."""
+    its failure, for the main thread to raise. ``horizons``: the main thread's decisions' (each
+    poll carries the latest)."""
 
     def pause(delay: float) -> None:
         events.put(Reconnecting(delay))
@@ -354,7 +368,8 @@ def feed(
     try:
         client = connect(sleep=pause)
         try:
-            for event in client.follow(session, wait=wait, max_retry=max_retry):
+            horizon = None if horizons is None else horizons.for_poll
+            for event in client.follow(session, wait=wait, max_retry=max_retry, horizon=horizon):
                 events.put(event)
         finally:
             client.close()

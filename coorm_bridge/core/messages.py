@@ -10,7 +10,7 @@ neither numpy nor anything of the daemon, so a launcher loads it in no time. Con
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from itertools import pairwise
 from typing import TYPE_CHECKING, Annotated, Any, Final, Literal, Self
@@ -83,6 +83,9 @@ class ChangeKind(StrEnum):
     AVAILABILITY = "availability"
 
 
+AVAILABILITY: Final = ChangeKind.AVAILABILITY
+
+
 class Change(Frozen):
     """CHANGE {CID, type, CAP}: the new CAP of an availability change; the cluster's new
     properties (``info``) or its links (``links``) when those changed."""
@@ -93,6 +96,11 @@ class Change(Frozen):
     info: ClusterInfo | None = None
     links: tuple[Link, ...] | None = None
     """Every link of ``cluster`` after the change (an empty tuple: it has none left)."""
+    since: Time | None = None
+    """A delta (sent only to sessions that asked for them, ``?changes=delta``): ``profile``
+    holds from ``since`` on, and the profile before ``since`` is the one the launcher holds.
+    None: ``profile`` is the whole profile from the event's time on. Left out of the JSON when
+    None: a launcher released before deltas (whose model refuses unknown fields) reads it."""
 
     @model_validator(mode="after")
     def _carries_its_kind(self) -> Self:
@@ -102,19 +110,73 @@ class Change(Frozen):
             raise ValueError("only an info change carries cluster properties")
         if self.links is not None and self.kind is not ChangeKind.INTERCONNECT:
             raise ValueError("only an interconnect change carries links")
+        if self.since is not None and (
+            self.profile is None or self.profile.steps[0][0] != self.since
+        ):
+            raise ValueError("a delta's profile begins at its since")
         return self
+
+    # No return annotation: see EventBase's serializer.
+    @model_serializer(mode="wrap")
+    def _without_unset_since(  # type: ignore[no-untyped-def]  # noqa: ANN202
+        self, handler: SerializerFunctionWrapHandler
+    ):
+        dumped: dict[str, Any] = handler(self)
+        if dumped.get("since", 0) is None:
+            del dumped["since"]
+        return dumped
+
+
+#: Steps a delta must save to be sent as one: ``"since":T`` is about one step's bytes.
+DELTA_COST: Final = 2
+
+
+def first_difference(old: Sequence[tuple[int, int]], new: Sequence[tuple[int, int]]) -> int | None:
+    """The first time two profiles' steps from the same origin differ (None: equal). Steps in
+    their canonical form (no two neighbours of one value, as ``Profile.steps`` gives them)
+    differ exactly from the first step where they part."""
+    for (t0, v0), (t1, v1) in zip(old, new, strict=False):
+        if t0 != t1:
+            return min(t0, t1)
+        if v0 != v1:
+            return t0
+    if len(old) == len(new):
+        return None
+    return (old if len(old) > len(new) else new)[min(len(old), len(new))][0]
 
 
 def availability_changes(
-    sent: Mapping[str, Profile], view: Mapping[str, Profile], now: int
+    sent: Mapping[str, Profile], view: Mapping[str, Profile], now: int, *, deltas: bool = False
 ) -> list[Change]:
     """One availability change per cluster of ``view`` whose profile from ``now`` on differs
-    from the one last ``sent`` (or was never sent): what a ``change`` event carries."""
-    return [
-        Change(cluster=c, kind=ChangeKind.AVAILABILITY, profile=CAP.of(c, p, now))
-        for c, p in view.items()
-        if c not in sent or sent[c].truncated(now) != p.truncated(now)
-    ]
+    from the one last ``sent`` (or was never sent): what a ``change`` event carries. With
+    ``deltas``, each carries the profile from its first changed step on only, when that is
+    shorter by :data:`DELTA_COST` steps (its ``since`` costs about as much as a step)."""
+    changes = []
+    for cluster, profile in view.items():
+        steps = profile.steps(now)
+        old = sent.get(cluster)
+        since = None if old is None else first_difference(old.steps(now), steps)
+        if old is not None and since is None:
+            continue
+        tail = profile.steps(since) if deltas and since is not None and since > now else None
+        if tail is not None and len(tail) + DELTA_COST <= len(steps):
+            cap = CAP(cluster=cluster, steps=tuple(tail))
+            changes.append(Change(cluster=cluster, kind=AVAILABILITY, profile=cap, since=since))
+        else:
+            cap = CAP(cluster=cluster, steps=tuple(steps))
+            changes.append(Change(cluster=cluster, kind=AVAILABILITY, profile=cap))
+    return changes
+
+
+def applied(held: CAP | None, change: Change) -> CAP:
+    """The CAP a launcher holds after an availability ``change``: the change's profile when it
+    is whole, else the held one up to ``since`` followed by the change's."""
+    assert change.profile is not None
+    if change.since is None or held is None:
+        return change.profile
+    head = tuple(step for step in held.steps if step[0] < change.since)
+    return CAP(cluster=change.cluster, steps=head + change.profile.steps)
 
 
 class Allocation(Frozen):

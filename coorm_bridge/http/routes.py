@@ -14,7 +14,7 @@ import contextlib
 import hmac
 import pwd
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Request
@@ -24,6 +24,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from coorm_bridge.core.messages import CAP, Event
 from coorm_bridge.core.model import (
     MAX_SEQ,
+    MAX_TIME,
     USER_NAME_PATTERN,
     ClusterInfo,
     Interconnect,
@@ -122,9 +123,20 @@ async def blocking(call: Callable[[], Any]) -> Any:
 
 
 @router.post("/sessions", status_code=201)
-async def subscribe(bridge: TheBridge, body: SubscribeBody, user: User) -> Subscribed:
-    """subscribe: returns the session id and the clusters its filter lets through."""
-    result: Subscribed = await blocking(lambda: bridge.subscribe(user, body.filter, body.name))
+async def subscribe(
+    bridge: TheBridge,
+    body: SubscribeBody,
+    user: User,
+    changes: Annotated[Literal["whole", "delta"], Query()] = "whole",
+) -> Subscribed:
+    """subscribe: returns the session id and the clusters its filter lets through. With
+    ``changes=delta``, a profile that changes is sent from its first changed step on (a query
+    parameter: an older bridge ignores it and sends whole profiles, which a launcher reads
+    either way)."""
+    deltas = changes == "delta"
+    result: Subscribed = await blocking(
+        lambda: bridge.subscribe(user, body.filter, body.name, deltas=deltas)
+    )
     return result
 
 
@@ -208,11 +220,18 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     user: User,
     after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
+    horizon: Annotated[int | None, Query(ge=0, le=MAX_TIME)] = None,
 ) -> EventPage:
     """Events numbered above ``after``; waits up to ``wait`` seconds for the first one, or
-    until the server stops."""
+    until the server stops. ``horizon``: from this time on, no change of the view held after
+    event ``after`` can alter the selector's choice; such changes are not sent until one that
+    can comes (an older bridge ignores it and sends them all)."""
     return await long_poll(
-        request, response, session_id, wait, lambda: bridge.events(user, session_id, after)
+        request,
+        response,
+        session_id,
+        wait,
+        lambda: bridge.events(user, session_id, after, horizon=horizon),
     )
 
 

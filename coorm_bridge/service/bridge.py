@@ -32,6 +32,7 @@ from coorm_bridge.service.limits import UserLimits
 from coorm_bridge.service.passes import PassRunner, session_end
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
+from coorm_bridge.service.quiet import Quiet
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.settings import Settings
 from coorm_bridge.service.silence import Silence
@@ -68,6 +69,7 @@ class Bridge:
         problems: Problems,
         recorder: Recorder,
         silence: Silence,
+        quiet: Quiet,
         due: Due,
         stats: Stats,
         lock: AbstractContextManager[object],
@@ -84,6 +86,7 @@ class Bridge:
         self.problems = problems
         self.recorder = recorder
         self.silence = silence
+        self.quiet = quiet
         self.due = due
         self.stats = stats
         self._lock = lock
@@ -120,10 +123,17 @@ class Bridge:
     # -- launcher operations ----------------------------------------------------------------
 
     def subscribe(
-        self, user: str, filter: Filter, name: str | None, *, evolving: bool = False
+        self,
+        user: str,
+        filter: Filter,
+        name: str | None,
+        *,
+        evolving: bool = False,
+        deltas: bool = False,
     ) -> Subscribed:
         """subscribe: a new session, last in priority; its first view comes as a change event
-        (``evolving``: an evolving application's, API v2)."""
+        (``evolving``: an evolving application's, API v2; ``deltas``: profiles that change are
+        sent from their first changed step on, :mod:`.quiet`)."""
         seen = filter.select(self.infos)
         if not seen:
             raise Invalid(
@@ -140,6 +150,7 @@ class Bridge:
                 user, name, filter, clusters, self.now(), evolving=evolving
             )
             self.silence.heard(row.id, self.now())
+            self.quiet.subscribed(row.id, deltas=deltas)
             self.due.trigger()
         log.info("session %s subscribed by %s (%s)", row.id, user, ", ".join(row.clusters))
         return Subscribed(session=row.id, clusters=tuple(seen))
@@ -241,14 +252,23 @@ class Bridge:
             self.due.trigger()
             return row
 
-    def events(self, user: str, session_id: str, after: int, limit: int = 1000) -> list[Event]:
+    def events(
+        self,
+        user: str,
+        session_id: str,
+        after: int,
+        limit: int = 1000,
+        horizon: int | None = None,
+    ) -> list[Event]:
         """Long polls call this on every wake-up: it reads without the bridge's lock or the
-        store's writer, so launchers are never held up by a pass in progress."""
+        store's writer, so launchers are never held up by a pass in progress. ``horizon``: the
+        owner's launcher's word on its last choice (:mod:`.quiet`)."""
         owner = self.store.owner(session_id)
         if owner is None or (owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
         if owner == user:
             self.silence.heard(session_id, self.now())  # a launcher's long poll: it is alive
+            self.quiet.heard(session_id, after, horizon)
         try:
             return self.store.events(session_id, after=after, limit=limit)
         except KeyError:

@@ -53,11 +53,13 @@ class Recorder:
         for session_id in dict.fromkeys(woken):
             self.notify(session_id)
 
-    def emit(self, session_id: str, event: dict[str, Any]) -> None:
-        """Store an event (inside :meth:`batch`, which wakes its long polls after the commit)."""
+    def emit(self, session_id: str, event: dict[str, Any], read: int = 0) -> int:
+        """Store an event (inside :meth:`batch`, which wakes its long polls after the commit);
+        its number. ``read``: the launcher read the session's events up to this one."""
         assert self._woken is not None, "events are written inside Recorder.batch"
-        self.store.append_event(session_id, event)
+        seq = self.store.append_event(session_id, event, read).seq
         self._woken.append(session_id)
+        return seq
 
     def emit_for(self, row: SessionRow, event: dict[str, Any]) -> None:
         """Store an event about ``row``: a request of an evolving application tells its

@@ -33,5 +33,8 @@ class Stats:
     """Reconciliation passes run (the first one before the daemon serves)."""
     repairs: Counter[str] = field(default_factory=Counter)
     """Repairs made by reconciliation, per action (orphans, recreated, adopted, ...)."""
+    unheeded: int = 0
+    """View changes not sent: every one lay past the horizon the session's launcher gave
+    (:mod:`.quiet`)."""
     long_polls: int = 0
     """Long polls waiting for their session's events now (a gauge, kept by the HTTP layer)."""

@@ -42,6 +42,7 @@ from coorm_bridge.service.loop import Loop
 from coorm_bridge.service.passes import PassRunner, own_prefix
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
+from coorm_bridge.service.quiet import Quiet
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.request_jobs import RequestJobs
 from coorm_bridge.service.settings import Settings
@@ -138,6 +139,7 @@ def assemble(
     problems = Problems()
     placeholders = Placeholders(adapter, store, prefix)
     silence = Silence(store, recorder, config.bridge.session_timeout, adapter.now())
+    quiet = Quiet()
     catalogue = Catalogue(
         adapter=adapter,
         store=store,
@@ -195,6 +197,7 @@ def assemble(
         passed=listeners.pass_ran,
         stats=stats,
         evolving=views,
+        quiet=quiet,
     )
     reconciler = Reconciler(placeholders, lost=passes.lost)
     bridge = Bridge(
@@ -210,6 +213,7 @@ def assemble(
         problems=problems,
         recorder=recorder,
         silence=silence,
+        quiet=quiet,
         due=due,
         stats=stats,
         lock=lock,

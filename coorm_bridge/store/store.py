@@ -188,14 +188,15 @@ class Store(JobQueries, DrainQueries, MetaQueries):
 
     # -- events ------------------------------------------------------------------------------
 
-    def append_event(self, session_id: str, event: Mapping[str, object]) -> Event:
+    def append_event(self, session_id: str, event: Mapping[str, object], read: int = 0) -> Event:
         """Store ``event`` (an event's fields, without ``seq``) as the session's next one.
 
         Numbers are 1, 2, ... per session, assigned under the transaction so that they are
         unique and increasing whatever the threads, and never reused. A ``change`` or
         ``placement_failed`` replaces the superseded ones of the session's trailing run
         (:mod:`coorm_bridge.store.compaction`: a ``change`` then carries every change it
-        replaces), which leaves gaps; the returned event is what a launcher gets."""
+        replaces, from after ``read``, what the launcher read), which leaves gaps; the returned
+        event is what a launcher gets."""
         if "seq" in event:
             raise ValueError("the store numbers events: give the event without 'seq'")
         with self.transaction():
@@ -213,7 +214,7 @@ class Store(JobQueries, DrainQueries, MetaQueries):
             if full.type in COALESCED and last is not None and last["type"] in COALESCED:
                 run = trailing(self._conn, session_id)
                 fields = EVENTS.dump_python(full, mode="json")
-                kept = coalesce(self._conn, session_id, fields, run)
+                kept = coalesce(self._conn, session_id, fields, run, read)
                 if kept is not fields:
                     full = EVENTS.validate_python(kept)
             self._conn.execute(

@@ -15,6 +15,16 @@ A selector class may also set ``time_invariant = True``: shifting ``now`` and ev
 the view by the same amount never changes its answer. The memo then recognises a view that only
 slid in time (see :mod:`~coorm_bridge.launchers.selectors.memo`).
 
+A selector may also say which changes of the view can matter to it, with a method
+``horizon(clusters, interconnect, view, now, request) -> int | None``: the time from which on no
+change of ``view`` can alter the answer ``request`` it gave on it, at any moment from ``now``
+until ``request`` would start (None, or no such method: any change may). The launcher tells the
+bridge, which then does not send changes that lie wholly past it (the quiet protocol, README
+"HTTP API"). It must be exact: a selector answers the same on every view that agrees with
+``view`` before the horizon. The built-ins: ``rigid`` reads nothing of the view (the horizon is
+``now``); ``moldable``, an exact search for the earliest end, reads nothing past the end of its
+answer; ``cem``'s heuristic search depends on the whole view and on ``now``, so it says nothing.
+
 A selector class is built from one validated ``Params`` model (pydantic v2, frozen, unknown keys
 refused, every number bounded like the rest of the project): the application file's
 ``[selector]`` table is validated against it, with errors naming the key.
@@ -52,6 +62,23 @@ class Selector(Protocol):
     ) -> Request | None:
         """The request to send for this view (None: nothing fits, keep the current request)."""
         ...
+
+
+def horizon_of(  # noqa: PLR0917 - the selector's own arguments, in its order
+    selector: object,
+    clusters: Mapping[str, ClusterInfo],
+    interconnect: Interconnect,
+    view: Mapping[str, Profile],
+    now: int,
+    request: Request | None,
+) -> int | None:
+    """The selector's horizon for its answer ``request`` on this view (see the module
+    docstring); None when it has no ``horizon`` method or gave no answer."""
+    method = getattr(selector, "horizon", None)
+    if method is None or request is None:
+        return None
+    found = method(clusters, interconnect, view, now, request)
+    return None if found is None else max(int(found), now)
 
 
 class SelectorClass(Protocol):

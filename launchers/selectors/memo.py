@@ -14,6 +14,10 @@ The key is exact, so a hit returns what the selector would have answered:
   profiles are keyed relative to ``now`` and ``now`` drops out, so a view that only slid in time
   (an idle platform, or the same queue an hour later) is a hit too.
 
+The answer's horizon (:func:`~coorm_bridge.launchers.selectors.base.horizon_of`) is kept with
+it: :meth:`Memoized.choose` gives both, at no cost on a hit (relative to ``now`` for a
+time-invariant selector, which shifts along with the view).
+
 The cache keeps the most recently used ``maxsize`` entries. Not thread-safe: one launcher runs
 one selector at a time.
 """
@@ -22,10 +26,11 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Request
-from coorm_bridge.launchers.selectors.base import Selector
+from coorm_bridge.launchers.selectors.base import Selector, horizon_of
 
 if TYPE_CHECKING:
     from coorm_bridge.core.profile import Profile
@@ -50,7 +55,7 @@ class Memoized:
         self.relative = bool(getattr(selector, "time_invariant", False))
         self.computed = 0
         self.hits = 0
-        self._cache: OrderedDict[Hashable, Request | None] = OrderedDict()
+        self._cache: OrderedDict[Hashable, tuple[Request | None, int | None]] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._cache)
@@ -81,15 +86,36 @@ class Memoized:
         view: Mapping[str, Profile],
         now: int,
     ) -> Request | None:
+        return self.choose(clusters, interconnect, view, now).request
+
+    def choose(
+        self,
+        clusters: Mapping[str, ClusterInfo],
+        interconnect: Interconnect,
+        view: Mapping[str, Profile],
+        now: int,
+    ) -> Choice:
+        """The selector's answer for this view, and its horizon."""
+        shift = now if self.relative else 0
         key = self.key(clusters, interconnect, view, now)
         if key in self._cache:
             self._cache.move_to_end(key)
             self.hits += 1
-            return self._cache[key]
+            answer, horizon = self._cache[key]
+            return Choice(answer, None if horizon is None else horizon + shift)
         self.computed += 1
         seen = {name: profile.truncated(now) for name, profile in view.items()}
         answer = self.selector.select(clusters, interconnect, seen, now)
-        self._cache[key] = answer
+        found = horizon_of(self.selector, clusters, interconnect, seen, now, answer)
+        self._cache[key] = (answer, None if found is None else found - shift)
         if len(self._cache) > self.maxsize:
             self._cache.popitem(last=False)
-        return answer
+        return Choice(answer, found)
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """A selector's answer and its horizon (None: any change of the view may alter it)."""
+
+    request: Request | None
+    horizon: int | None

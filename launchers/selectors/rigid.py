@@ -46,3 +46,14 @@ class Rigid:
         if unknown:
             raise ValueError(f"the rigid request names clusters not subscribed to: {unknown}")
         return self.request
+
+    def horizon(
+        self,
+        clusters: Mapping[str, ClusterInfo],
+        interconnect: Interconnect,
+        view: Mapping[str, Profile],
+        now: int,
+        request: Request,
+    ) -> int:
+        """No change of the view matters: the answer never reads it."""
+        return now

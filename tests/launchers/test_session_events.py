@@ -74,7 +74,7 @@ class FakeBridge:
         self.script = script
         self.calls = calls
 
-    def subscribe(self, filter=None, name=None):
+    def subscribe(self, filter=None, name=None, *, deltas=False):
         self.calls.append("subscribe")
         return Subscribed(session="s1", clusters=CLUSTERS)
 
@@ -99,7 +99,9 @@ class FakeBridge:
         self.calls.append("withdraw")
         return StateAnswer(session=session, state="cancelled")
 
-    def follow(self, session, after=0, wait=30.0, retry=1.0, max_retry=30.0) -> Iterator:
+    def follow(
+        self, session, after=0, wait=30.0, retry=1.0, max_retry=30.0, *, horizon=None
+    ) -> Iterator:
         for item in self.script:
             if isinstance(item, float):
                 time.sleep(item)
