@@ -5,7 +5,10 @@ NASA trace: the CPU time of the whole schedule (policy plus selectors, goal unde
 usually under 100 s on a 2.4 GHz Opteron) and the bytes of JSON per application (goal 30 KB;
 the paper 300 KB with CDR encoding). Also the configurations computed, the policy alone, the
 requests sent and the mean response time. ``--min-gain S`` runs the launchers with
-``[selector] min_gain = S`` (a new selection is sent only if it ends S seconds earlier).
+``[selector] min_gain = S`` (a new selection is sent only if it ends S seconds earlier);
+``--protocol full`` the protocol before the quiet one (whole profiles, every change). Also printed:
+the change events sent and those not sent (past the launcher's horizon), and the reservation
+calls the daemon would make for the placeholders, per application.
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ def main() -> None:
     parser.add_argument("--pack", type=int, default=0)
     parser.add_argument("--trace", default="nasa", choices=["nasa", "lublin"])
     parser.add_argument("--min-gain", type=int, default=0, help="the launchers' min_gain (s)")
+    parser.add_argument("--protocol", default="quiet", choices=["quiet", "full"])
     args = parser.parse_args()
     apps = workload(Workload(args.workload), args.trace, args.pack, HOSTS)
     engine = Engine(
@@ -34,18 +38,26 @@ def main() -> None:
         fair_start=FAIR_START,
         interval=INTERVAL,
         min_gain=args.min_gain,
+        quiet=args.protocol == "quiet",
     )
     result = engine.run()
     responses = [o.end - o.arrival for o in result.outcomes if o.end is not None]
+    calls = result.reservation_calls
+    per_app = {k: calls.get(k, 0) / len(apps) for k in ("create", "update", "delete")}
     print(
         f"sim_scalability workload={args.workload} clusters={args.clusters} "
-        f"trace={args.trace} pack={args.pack} min_gain={args.min_gain} apps={len(apps)} "
+        f"trace={args.trace} pack={args.pack} min_gain={args.min_gain} "
+        f"protocol={args.protocol} apps={len(apps)} "
         f"requests={sum(o.requests for o in result.outcomes)} "
         f"mean_response_s={statistics.fmean(responses):.0f} "
         f"computed={result.computed_configurations} "
         f"cpu_schedule_s={result.cpu_schedule_s:.2f} cpu_policy_s={result.cpu_policy_s:.2f} "
         f"kb_per_app={result.message_bytes / len(apps) / 1000:.1f} "
-        f"messages={result.messages} (goals: cpu_schedule_s < 1, kb_per_app <= 30)"
+        f"messages={result.messages} change_events={result.change_events} "
+        f"unheeded={result.unheeded} "
+        f"reservation_calls_per_app=create:{per_app['create']:.1f},"
+        f"update:{per_app['update']:.1f},delete:{per_app['delete']:.1f} "
+        f"(goals: cpu_schedule_s < 1, kb_per_app <= 30)"
     )
 
 

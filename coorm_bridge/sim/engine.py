@@ -10,7 +10,14 @@ a launcher answers a new view at once, without the simulated time moving, unless
 *adaptation delay*: then it answers ``delay`` seconds after the first view it has not answered
 yet, with the newest view it holds by then. Like ``coorm-launch`` it sends a new selection only
 when it is worth it (:func:`~coorm_bridge.launchers.selection.worth_sending`; ``min_gain``
-seconds, 0 by default as in an application file).
+seconds, as in an application file).
+
+With ``quiet`` (the default, what ``coorm-launch`` and the daemon do), the protocol is the quiet
+one (``coorm_bridge.service.quiet``): changed profiles travel as deltas from their first changed
+step, and a change that lies wholly past the horizon of the launcher's choice is not sent (the
+next one sent carries it). ``quiet=False`` is the protocol before it: whole profiles, every
+change. :class:`~coorm_bridge.sim.holds.Holds` counts the reservation calls the daemon would
+make for the run's placeholders.
 
 Applications run exactly what their model says for the request they got (:meth:`SimApp.
 run_time`) and send ``done``; their hosts then stay held until ``fair_start`` has passed (their
@@ -25,13 +32,14 @@ from dataclasses import dataclass, field
 from time import process_time
 
 from coorm_bridge.batchsim import PlatformSpec
-from coorm_bridge.core.messages import availability_changes
+from coorm_bridge.core.messages import Change, availability_changes, first_difference
 from coorm_bridge.core.model import Request
 from coorm_bridge.core.policy import Application, Plan, Policy, PolicyConfig
-from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.profile import Profile, earliest_start
 from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.selection import worth_sending
 from coorm_bridge.launchers.selectors.memo import Memoized
+from coorm_bridge.sim.holds import Holds
 from coorm_bridge.sim.resources import infos, interconnect
 from coorm_bridge.sim.wire import Wire
 from coorm_bridge.sim.workload import SimApp
@@ -70,6 +78,14 @@ class RunResult:
     """Hosts times seconds the applications really ran."""
     ghost_host_seconds: int
     """Hosts times seconds held by ghosts (fair-start): idle unless reused by the same owner."""
+    change_events: int = 0
+    """Change events sent (a view change, a new estimate, or both)."""
+    unheeded: int = 0
+    """View changes not sent: wholly past the horizon of the launcher's choice."""
+    estimates_alone: int = 0
+    """Of those, the ones that came with a new estimate, told alone."""
+    reservation_calls: dict[str, int] = field(default_factory=dict)
+    """Reservation create/update/delete calls the daemon would make (:mod:`.holds`)."""
 
     @property
     def cpu_schedule_s(self) -> float:
@@ -90,6 +106,10 @@ class _Launcher:
     seq: int = 0
     estimate: int | None = None
     answer_due: bool = False
+    sent_at: int = 0
+    horizon: int | None = None
+    """The horizon of the launcher's decision on ``sent`` (None: not decided on it yet, or any
+    change matters)."""
 
 
 class Engine:
@@ -104,6 +124,7 @@ class Engine:
         interval: float = 1.0,
         delays: Mapping[str, int] | None = None,
         min_gain: int = 0,
+        quiet: bool = True,
     ) -> None:
         self.clusters = infos(platform)
         self.interconnect = interconnect(platform)
@@ -115,6 +136,12 @@ class Engine:
         self.wire = Wire(tuple(self.clusters.values()), self.interconnect, names)
         self.delays = dict(delays or {})
         self.min_gain = min_gain
+        self.quiet = quiet
+        self.holds = Holds()
+        self._change_events = 0
+        self._unheeded = 0
+        self._estimates_alone = 0
+        self._estimated: set[str] = set()
         self.apps = apps
         self._launchers: dict[str, _Launcher] = {}
         self._orders: dict[str, int] = {}
@@ -160,6 +187,10 @@ class Engine:
             passes=self.policy.counters.passes,
             used_host_seconds=self._used,
             ghost_host_seconds=self._ghost,
+            change_events=self._change_events,
+            unheeded=self._unheeded,
+            estimates_alone=self._estimates_alone,
+            reservation_calls=dict(self.holds.calls),
         )
 
     # -- the launchers' side ------------------------------------------------------------------
@@ -205,9 +236,13 @@ class Engine:
         ):
             return
         began = process_time()
-        request = launcher.memo.select(self.clusters, self.interconnect, launcher.view, now)
+        choice = launcher.memo.choose(self.clusters, self.interconnect, launcher.view, now)
+        request = choice.request
         send = worth_sending(launcher.view, app.request, request, now, self.min_gain)
         self._cpu_selectors += process_time() - began
+        # As Selection: the horizon holds for the request left in force if it is the choice.
+        kept = send or request == app.request
+        launcher.horizon = choice.horizon if kept and launcher.view is launcher.sent else None
         if not send:
             return
         assert request is not None
@@ -225,6 +260,8 @@ class Engine:
         plan = self.policy.plan(self.free, self._table.values(), now)
         self._cpu_policy += process_time() - began
         self._last_pass = now
+        self.holds.after_pass(plan, self._table, now)
+        self._estimated.clear()
         for app_id, outcome in plan.outcomes.items():
             self._settle(app_id, outcome.state, plan, now)
         for app_id in plan.changed:
@@ -257,19 +294,50 @@ class Engine:
         estimate = plan.outcomes[app_id].estimated_start
         if state is AppState.WAITING and estimate != launcher.estimate:
             launcher.estimate = estimate
+            self._estimated.add(app_id)
             if app_id not in plan.changed:  # the bridge tells a new estimate alone too
-                launcher.seq += 1
-                self.wire.change(launcher.seq, now, [], estimate)
+                self._tell(launcher, now, [], estimate)
 
     def _notify(self, app_id: str, plan: Plan, now: int) -> None:
-        """A change event with the clusters whose part of the view changed since last sent."""
+        """A change event with the clusters whose part of the view changed since last sent;
+        quiet, none when they all lie past the horizon of the launcher's choice (a new estimate
+        is still told)."""
         launcher = self._launchers[app_id]
         view = plan.view(app_id)
-        changes = availability_changes(launcher.sent, view, now)
-        launcher.sent = view
-        launcher.seq += 1
-        self.wire.change(launcher.seq, now, changes, plan.outcomes[app_id].estimated_start)
+        estimate = plan.outcomes[app_id].estimated_start
+        if self.quiet and self._unheeded_by(launcher, view, now):
+            self._unheeded += 1
+            if app_id in self._estimated:
+                self._estimates_alone += 1
+                self._tell(launcher, now, [], estimate)
+            return
+        changes = availability_changes(launcher.sent, view, now, deltas=self.quiet)
+        launcher.sent, launcher.sent_at = view, now
+        launcher.horizon = None
+        self._tell(launcher, now, changes, estimate)
         self._receive(launcher, view, now)
+
+    def _unheeded_by(self, launcher: _Launcher, view: dict[str, Profile], now: int) -> bool:
+        """As the daemon's ``PassRunner._unheeded``."""
+        horizon, sent = launcher.horizon, launcher.sent
+        request = self._table[launcher.app.id].request
+        if horizon is None or request is None or sent.keys() != view.keys():
+            return False
+        start = earliest_start(sent, request.nodes, request.duration, launcher.sent_at)
+        if start is None or start < now:
+            return False
+        return all(
+            (since := first_difference(sent[c].steps(now), p.steps(now))) is None
+            or since >= horizon
+            for c, p in view.items()
+        )
+
+    def _tell(
+        self, launcher: _Launcher, now: int, changes: list[Change], estimate: int | None
+    ) -> None:
+        launcher.seq += 1
+        self._change_events += 1
+        self.wire.change(launcher.seq, now, changes, estimate)
 
     def _due(self, plan: Plan, now: int) -> list[int]:
         """When a pass has work even if nothing is sent: a start or a ghost's end."""
