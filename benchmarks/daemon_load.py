@@ -10,7 +10,13 @@ waits for a pass in progress). Last, the oldest session asks for a whole cluster
 changes every view: ``burst_ms`` from the first launcher told to the last, ``start_ms`` from the
 PUT to its ``start``. Then SIGTERM while every launcher holds its long poll: ``stop_s`` until the
 daemon exited, ``stop_answered`` how many of those polls it answered (the others got an error).
-Then ``errors`` (any: exit status 1), ``seconds``.
+Before that, a queue: ``--queue`` launchers ask for a quarter of ``beta`` each, one after the
+other (four run, the others wait), then each waiting one asks again for half as much, for as
+long: every such change moves the estimates of those behind it, and the placeholders the bridge
+holds for them (the first waiting one wherever it starts, the others within the horizon).
+``reservation_calls_per_app``: the bridge's reservation creates, updates and deletes
+(``/metrics``) over the whole run, per queued application. Then ``errors`` (any: exit status
+1), ``seconds``.
 """
 
 from __future__ import annotations
@@ -125,6 +131,7 @@ class Bench:
             self.pool.put_nowait(Http(port, token))
         self.delivery, self.e2e, self.errors = list[float](), list[float](), list[str]()
         self.spread = self.start = self.stop_s = float("nan")
+        self.calls = "nan"
 
     def ready(self) -> bool:
         return all(x.polling_since for x in self.crowd) or any(t.done() for t in self.tasks)
@@ -171,6 +178,30 @@ class Bench:
         await until(lambda: "start" in head.kinds, 15, "free hosts asked for, no start in 15 s")
         self.start = head.told[head.kinds["start"]] - begin
 
+    async def queue(self, count: int) -> None:
+        """Requests that queue on beta, then each waiting one changing its request."""
+        http = await self.pool.get()
+        sessions = await http.call("GET", "/sessions")
+        idle = [s["session"] for s in sessions if s["state"] == "submitted"][:count]
+        for session in idle:
+            body = {"nodes": {"beta": 32}, "duration": 600}
+            await http.call("PUT", f"/sessions/{session}/request", body)
+        for session in idle[4:]:
+            body = {"nodes": {"beta": 16}, "duration": 600}
+            await http.call("PUT", f"/sessions/{session}/request", body)
+        await asyncio.sleep(1.5)  # the last pass's placements carried out
+        answer = await http.client.get(f"http://127.0.0.1:{self.port}/metrics")
+        self.pool.put_nowait(http)
+        calls = {}
+        for line in answer.text.splitlines():
+            if line.startswith("coorm_reservation_calls_total{"):
+                call = line.split('call="')[1].split('"')[0]
+                calls[call] = float(line.rsplit(" ", 1)[1])
+        self.calls = ",".join(
+            f"{call}:{calls.get(call, 0) / max(1, len(idle)):.1f}"
+            for call in ("create", "update", "delete")
+        )
+
     async def stop(self) -> None:
         """SIGTERM while every launcher holds its long poll; until the daemon exited."""
         await self.settle()
@@ -207,6 +238,7 @@ class Bench:
             await self.rounds(random.Random(args.seed), args.rounds, args.rate)
             await self.settle()
             await self.burst()
+            await self.queue(args.queue)
             await self.stop()
         except (
             RuntimeError,
@@ -224,7 +256,8 @@ class Bench:
             f"max_ms={ms(d, 1)} e2e_p99_ms={ms(e2e, 0.99)} rounds={len(d)} "
             f"errors={len(self.errors)} burst_ms={1000 * self.spread:.0f} "
             f"start_ms={1000 * self.start:.0f} stop_s={self.stop_s:.2f} "
-            f"stop_answered={sum(x.answered_at_stop for x in self.crowd)}"
+            f"stop_answered={sum(x.answered_at_stop for x in self.crowd)} "
+            f"reservation_calls_per_app={self.calls}"
         )
 
 
@@ -254,6 +287,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=500, help="timed event deliveries")
     parser.add_argument("--rate", type=float, default=25.0, help="withdrawals per second")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--queue", type=int, default=40, help="launchers that queue requests")
     args = parser.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with contextlib.suppress(ValueError, OSError):  # 1,000 connections exceed the usual 1,024

@@ -70,6 +70,20 @@ class BridgeCollector(Collector):
         for status in PlaceholderStatus:
             held.add_metric([status.value], statuses[status.value])
         yield held
+        calls = CounterMetricFamily(
+            "coorm_reservation_calls",
+            "Reservation calls made to the batch systems, per call (each is work for a "
+            "site's controller).",
+            labels=["call"],
+        )
+        for call in ("create", "update", "delete"):
+            calls.add_metric([call], stats.reservation_calls[call])
+        yield calls
+        yield CounterMetricFamily(
+            "coorm_unheeded_changes",
+            "View changes not sent: past the horizon of the launcher's choice.",
+            value=stats.unheeded,
+        )
         repaired = CounterMetricFamily(
             "coorm_reconciled", "Reconciliation repairs, per action.", labels=["action"]
         )

@@ -33,6 +33,8 @@ class Stats:
     """Reconciliation passes run (the first one before the daemon serves)."""
     repairs: Counter[str] = field(default_factory=Counter)
     """Repairs made by reconciliation, per action (orphans, recreated, adopted, ...)."""
+    reservation_calls: Counter[str] = field(default_factory=Counter)
+    """Reservation calls made to the batch systems, per call (create, update, delete)."""
     unheeded: int = 0
     """View changes not sent: every one lay past the horizon the session's launcher gave
     (:mod:`.quiet`)."""

@@ -22,6 +22,7 @@ from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.adapters.registry import AdapterContext, create_adapter
 from coorm_bridge.core.batch import Misconfigured
 from coorm_bridge.core.policy import Policy
+from coorm_bridge.placement.counted import CountedAdapter
 from coorm_bridge.placement.placeholders import Placeholders
 from coorm_bridge.placement.reconcile import Reconciler
 from coorm_bridge.service.admin import Admin
@@ -137,7 +138,7 @@ def assemble(
     recorder = Recorder(store, notify=listeners.session_changed)
     poller = Poller(adapter, clusters, prefix, config.placement.poll_interval)
     problems = Problems()
-    placeholders = Placeholders(adapter, store, prefix)
+    placeholders = Placeholders(CountedAdapter(adapter, stats.reservation_calls), store, prefix)
     silence = Silence(store, recorder, config.bridge.session_timeout, adapter.now())
     quiet = Quiet()
     catalogue = Catalogue(
