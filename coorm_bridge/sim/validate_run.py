@@ -135,6 +135,7 @@ class _Workers:
                 self.processes.append(
                     subprocess.Popen(  # noqa: S603 - this interpreter, our own module
                         [sys.executable, "-m", "coorm_bridge.sim.validate_launchers", str(path)],
+                        cwd=self.folder,  # not a source tree, which would shadow the package
                         stdin=subprocess.PIPE,
                         stdout=subprocess.PIPE,
                         stderr=log,
