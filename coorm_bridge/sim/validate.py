@@ -32,9 +32,11 @@ from coorm_bridge.sim.scalability import FAIR_START, INTERVAL
 from coorm_bridge.sim.validate_run import Pack, RealResult, run_real
 from coorm_bridge.sim.workload import PACK, Workload, workload
 
-#: Platform seconds per real second by default: a W0 pack on 8 clusters (about 4 platform hours)
-#: in about five minutes of real time.
-SPEEDUP = 50.0
+#: Platform seconds per real second by default. A W0 pack on 8 clusters lasts about 4 platform
+#: hours: 12 minutes of real time at 20. Faster, the daemon does not keep up on a 2-core machine
+#: (at 50, with 140 sessions waiting, a pass took about a real second, 50 platform seconds,
+#: against one per platform second in the simulator): docs/experiments.md.
+SPEEDUP = 20.0
 #: Launcher processes by default, each driving a share of the pack.
 WORKERS = 4
 #: The real run may last this many times the simulated makespan (in real time), plus a margin.
