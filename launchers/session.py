@@ -123,6 +123,9 @@ class Launch:
     session: str = ""
     request: Request | None = None
     estimated: int | None = None
+    clock: Callable[[], float] = time.time
+    """The bridge's time, which selectors are given as ``now``: the host's, but for a mock
+    platform run faster than real time (``coorm-sim validate``'s launchers read its clock)."""
     events: queue.Queue[Event | Reconnecting | BaseException] = field(default_factory=queue.Queue)
     horizons: Horizons = field(default_factory=Horizons)
 
@@ -201,7 +204,7 @@ class Launch:
         return None
 
     def _select(self, bridge: BridgeCalls, view: CurrentView) -> None:
-        request = self.selection.select(view, int(time.time()), self.request)
+        request = self.selection.select(view, int(self.clock()), self.request)
         if request is None or request == self.request:
             return
         answer = self._retrying(lambda: bridge.request(self.session, request))

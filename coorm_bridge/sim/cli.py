@@ -115,10 +115,11 @@ def build_parser(argv: Sequence[str]) -> tuple[argparse.ArgumentParser, Experime
     return parser, built
 
 
-def make_runner(args: argparse.Namespace, directory: Path) -> SweepRunner:
-    """The local or the Slurm runner, from the command line."""
+def make_runner(args: argparse.Namespace, directory: Path, exclusive: bool = False) -> SweepRunner:
+    """The local or the Slurm runner, from the command line (``exclusive``: one run at a time
+    here, see :attr:`Experiment.exclusive`)."""
     if args.executor == "local":
-        return LocalSweep(args.jobs or default_jobs())
+        return LocalSweep(1 if exclusive else args.jobs or default_jobs())
     try:
         options = SlurmOptions(
             folder=args.slurm_folder or directory / "slurm",
@@ -143,7 +144,7 @@ def _run(args: argparse.Namespace, built: Experiment) -> int:
         raise UsageError(f"cannot use --out {args.out}: {error.strerror or error}") from None
     if not os.access(directory, os.W_OK):
         raise UsageError(f"cannot use --out {args.out}: {directory} is not writable")
-    runner = make_runner(args, directory)
+    runner = make_runner(args, directory, built.exclusive)
     specs = built.plan(args)
     result = sweep(args.name, specs, directory, runner, fresh=args.fresh, reporter=reporter_for())
     if not result.ok:

@@ -54,6 +54,9 @@ class Experiment(ABC):
     name: ClassVar[str]
     help: ClassVar[str]
     spec: ClassVar[type[RunSpec]]
+    exclusive: ClassVar[bool] = False
+    """Its runs measure the machine (a real daemon's CPU time): one at a time, whatever
+    ``--jobs`` says."""
 
     @abstractmethod
     def add_arguments(self, parser: argparse.ArgumentParser) -> None:
@@ -78,6 +81,7 @@ EXPERIMENTS: dict[str, str] = {
     "fairness": "coorm_bridge.sim.fairness:Fairness",
     "coalloc": "coorm_bridge.sim.coalloc:Coalloc",
     "evolving": "coorm_bridge.sim.evolving:Evolving",
+    "validate": "coorm_bridge.sim.validate:Validate",
 }
 
 
