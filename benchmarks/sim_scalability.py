@@ -5,7 +5,8 @@ NASA trace: the CPU time of the whole schedule (policy plus selectors, goal unde
 usually under 100 s on a 2.4 GHz Opteron) and the bytes of JSON per application (goal 30 KB;
 the paper 300 KB with CDR encoding). Also the configurations computed, the policy alone, the
 requests sent and the mean response time. ``--min-gain S`` runs the launchers with
-``[selector] min_gain = S`` (a new selection is sent only if it ends S seconds earlier);
+``[selector] min_gain = S`` (a new selection is sent only if it ends S seconds earlier; by
+default the launchers' default);
 ``--protocol full`` the protocol before the quiet one (whole profiles, every change). Also printed:
 the change events sent and those not sent (past the launcher's horizon), and the reservation
 calls the daemon would make for the placeholders, per application.
@@ -16,6 +17,7 @@ from __future__ import annotations
 import argparse
 import statistics
 
+from coorm_bridge.launchers.app import DEFAULT_MIN_GAIN
 from coorm_bridge.sim.engine import Engine
 from coorm_bridge.sim.resources import paper_platform
 from coorm_bridge.sim.scalability import FAIR_START, HOSTS, INTERVAL
@@ -28,7 +30,9 @@ def main() -> None:
     parser.add_argument("--clusters", type=int, default=8)
     parser.add_argument("--pack", type=int, default=0)
     parser.add_argument("--trace", default="nasa", choices=["nasa", "lublin"])
-    parser.add_argument("--min-gain", type=int, default=0, help="the launchers' min_gain (s)")
+    parser.add_argument(
+        "--min-gain", type=int, default=DEFAULT_MIN_GAIN, help="the launchers' min_gain (s)"
+    )
     parser.add_argument("--protocol", default="quiet", choices=["quiet", "full"])
     args = parser.parse_args()
     apps = workload(Workload(args.workload), args.trace, args.pack, HOSTS)
