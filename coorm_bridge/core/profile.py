@@ -53,7 +53,7 @@ def _owned(array: IntArray) -> IntArray:
 class Profile:
     """A step function of whole hosts over whole seconds; see the module docstring."""
 
-    __slots__ = ("_hash", "_t", "_v", "_v0")
+    __slots__ = ("_hash", "_steps", "_t", "_v", "_v0")
 
     def __init__(
         self, initial: int = 0, times: Sequence[int] = (), values: Sequence[int] = ()
@@ -80,6 +80,7 @@ class Profile:
         self._t = _owned(t)
         self._v = _owned(v)
         self._hash: int | None = None
+        self._steps: tuple[int, tuple[tuple[int, int], ...]] | None = None
 
     @classmethod
     def _raw(cls, v0: int, t: IntArray, v: IntArray, canonical: bool = False) -> Profile:
@@ -129,10 +130,18 @@ class Profile:
         return cls._raw(int(capacity), times, values)
 
     def steps(self, origin: int) -> list[tuple[int, int]]:
-        """The JSON form seen from ``origin``: ``[[origin, value there], later breakpoints...]``."""
+        """The JSON form seen from ``origin``: ``[[origin, value there], later breakpoints...]``.
+
+        The last one asked is kept: a view's profiles are read from the same ``now`` by the
+        memo's key, the selector and the change events, once per application behind."""
+        last = self._steps
+        if last is not None and last[0] == origin:
+            return list(last[1])
         k = int(np.searchsorted(self._t, origin, side="right"))
         head = [(int(origin), self.value_at(origin))]
-        return head + list(zip(self._t[k:].tolist(), self._v[k:].tolist(), strict=True))
+        found = head + list(zip(self._t[k:].tolist(), self._v[k:].tolist(), strict=True))
+        self._steps = (origin, tuple(found))
+        return found
 
     # -- reading ----------------------------------------------------------------------------
 
