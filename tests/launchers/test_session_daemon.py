@@ -51,6 +51,7 @@ duration = 60
 [selector]
 name = "{selector}"
 params = {params}
+min_gain = 0  # every better selection is sent (by default, ten minutes better)
 [deployment]
 poll_interval = 0.5
 [[component]]
