@@ -19,9 +19,8 @@ from typing import Final
 
 from coorm_bridge.adapters.base import Adapter
 from coorm_bridge.core.batch import NodeState
-from coorm_bridge.core.messages import availability_changes, first_difference
 from coorm_bridge.core.policy import Application, Plan, Policy
-from coorm_bridge.core.profile import Profile, earliest_start
+from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.placement.placeholders import RELEASING
 from coorm_bridge.service.batchrules import BatchRules
@@ -35,6 +34,7 @@ from coorm_bridge.service.quiet import Quiet
 from coorm_bridge.service.recorder import Recorder
 from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
+from coorm_bridge.service.telling import Told
 from coorm_bridge.store import PlaceholderRow, SessionRow, Store, StoreFull
 from coorm_bridge.store.rows import priority
 
@@ -70,7 +70,6 @@ class PassRunner:
         quiet: Quiet,
     ) -> None:
         self.config = config
-        self.quiet = quiet
         self.evolving = evolving
         self.adapter = adapter
         self.store = store
@@ -86,9 +85,7 @@ class PassRunner:
         self.passed = passed
         self.stats = stats
         self.last: Plan | None = None
-        self._sent: dict[str, dict[str, Profile]] = {}
-        self._told: dict[str, tuple[int, int]] = {}
-        """The number and time of the event that carried each session's ``_sent`` view."""
+        self.told = Told(quiet, stats)
         self._apps: dict[str, tuple[SessionRow, tuple[int | None, int | None], Application]] = {}
         self._any_evolving = False
 
@@ -160,12 +157,9 @@ class PassRunner:
         for app_id, failure in broken.items():
             self._set_aside(rows[app_id], failure, now)
             ended.add(app_id)
-        for app_id in ended:
-            self._sent.pop(app_id, None)
+        self.told.forget(ended)
         self._intend(rows, result, held, ended, now, cancels)
-        self._sent = {k: v for k, v in self._sent.items() if k in result.outcomes}
-        self._told = {k: v for k, v in self._told.items() if k in self._sent}
-        self.quiet.keep(rows.keys())
+        self.told.keep(result.outcomes, rows)
         self.due.next_at(self._next_due(result, now))
         if self._any_evolving and self.evolving.again:
             self.due.trigger()  # preemptible shares moved: look again at once
@@ -238,14 +232,9 @@ class PassRunner:
         told = row.parent is None and not row.evolving
         if told and row.id not in result.to_start and (outcome.view_changed or changed_estimate):
             view = self.rules.clip(row.owner, result.view(row.id))
-            sent = self._sent.get(row.id, {})
-            if self._unheeded(row, sent, view, now):
-                view = None  # kept as last sent: the next change sent carries these too
-                changes = []
-            else:
-                changes = availability_changes(
-                    sent, view, now, deltas=self.quiet.wants_deltas(row.id)
-                )
+            changes = self.told.changes(row, view, now)
+            if changes is None:  # past the launcher's horizon: sent with the next change
+                view, changes = None, []
             if changes or changed_estimate:
                 event = {
                     "type": "change",
@@ -259,32 +248,10 @@ class PassRunner:
                 if changed_state:
                     row = self.recorder.update(row, now, state=state, estimated_start=estimate)
                 if event is not None:
-                    seq = self.recorder.emit(row.id, event, self.quiet.read(row.id))
+                    seq = self.recorder.emit(row.id, event, self.told.read(row.id))
         if view is not None and seq is not None:
-            self._sent[row.id] = view
-            self._told[row.id] = (seq, now)
+            self.told.sent(row.id, view, seq, now)
         return row
-
-    def _unheeded(
-        self, row: SessionRow, sent: Mapping[str, Profile], view: Mapping[str, Profile], now: int
-    ) -> bool:
-        """Whether every change of ``view`` since ``sent`` lies past the horizon the launcher
-        gave for its choice on ``sent`` (:mod:`.quiet`), so that it cannot alter that choice.
-        A horizon holds until the choice would start in that view: the launcher chose after
-        it was sent, so no later than the start from then."""
-        seq, sent_at = self._told.get(row.id, (None, now))
-        horizon = self.quiet.horizon(row.id, seq)
-        if horizon is None or row.request is None or sent.keys() != view.keys():
-            return False
-        start = earliest_start(sent, row.request.nodes, row.request.duration, sent_at)
-        if start is None or start < now:
-            return False
-        for cluster, profile in view.items():
-            since = first_difference(sent[cluster].steps(now), profile.steps(now))
-            if since is not None and since < horizon:
-                return False
-        self.stats.unheeded += 1
-        return True
 
     def _set_aside(self, row: SessionRow, error: Exception, now: int) -> None:
         self.stats.session_errors += 1
