@@ -4,7 +4,8 @@ W2 (half of the jobs CEM applications) on 8 clusters of 128 hosts, a 200-applica
 NASA trace: the CPU time of the whole schedule (policy plus selectors, goal under 1 s; the paper
 usually under 100 s on a 2.4 GHz Opteron) and the bytes of JSON per application (goal 30 KB;
 the paper 300 KB with CDR encoding). Also the configurations computed, the policy alone, the
-requests sent and the mean response time. ``--min-gain S`` runs the launchers with
+requests sent and the change events received (in all and per application), their share of the
+bytes, and the mean response time. ``--min-gain S`` runs the launchers with
 ``[selector] min_gain = S`` (a new selection is sent only if it ends S seconds earlier).
 """
 
@@ -37,10 +38,18 @@ def main() -> None:
     )
     result = engine.run()
     responses = [o.end - o.arrival for o in result.outcomes if o.end is not None]
+    requests = [o.requests for o in result.outcomes]
+    changes = [o.change_events for o in result.outcomes]
     print(
         f"sim_scalability workload={args.workload} clusters={args.clusters} "
         f"trace={args.trace} pack={args.pack} min_gain={args.min_gain} apps={len(apps)} "
-        f"requests={sum(o.requests for o in result.outcomes)} "
+        f"requests={sum(requests)} change_events={result.change_events} "
+        f"per_app: requests mean={statistics.fmean(requests):.1f} "
+        f"median={statistics.median(requests):g}, "
+        f"change_events mean={statistics.fmean(changes):.1f} "
+        f"median={statistics.median(changes):g} "
+        f"change_bytes_share={result.change_bytes / result.message_bytes:.3f} "
+        f"bytes_per_change_event={result.change_bytes / max(1, result.change_events):.0f} "
         f"mean_response_s={statistics.fmean(responses):.0f} "
         f"computed={result.computed_configurations} "
         f"cpu_schedule_s={result.cpu_schedule_s:.2f} cpu_policy_s={result.cpu_policy_s:.2f} "

@@ -53,6 +53,8 @@ class AppLife:
     request: Request | None = None
     requests: int = 0
     """Requests it sent (the first one included)."""
+    change_events: int = 0
+    """Change events it received (a view change, or a new estimated start alone)."""
 
 
 @dataclass
@@ -65,6 +67,11 @@ class RunResult:
     cpu_selectors_s: float
     messages: int
     message_bytes: int
+    change_events: int
+    """Change events the bridge sent, all applications together (a view change, or a new
+    estimated start alone): each one a long poll answered."""
+    change_bytes: int
+    """The part of ``message_bytes`` those change events carried."""
     passes: int
     used_host_seconds: int
     """Hosts times seconds the applications really ran."""
@@ -157,6 +164,8 @@ class Engine:
             cpu_selectors_s=self._cpu_selectors,
             messages=self.wire.messages,
             message_bytes=self.wire.bytes,
+            change_events=self.wire.change_events,
+            change_bytes=self.wire.change_bytes,
             passes=self.policy.counters.passes,
             used_host_seconds=self._used,
             ghost_host_seconds=self._ghost,
@@ -259,6 +268,7 @@ class Engine:
             launcher.estimate = estimate
             if app_id not in plan.changed:  # the bridge tells a new estimate alone too
                 launcher.seq += 1
+                launcher.outcome.change_events += 1
                 self.wire.change(launcher.seq, now, [], estimate)
 
     def _notify(self, app_id: str, plan: Plan, now: int) -> None:
@@ -268,6 +278,7 @@ class Engine:
         changes = availability_changes(launcher.sent, view, now)
         launcher.sent = view
         launcher.seq += 1
+        launcher.outcome.change_events += 1
         self.wire.change(launcher.seq, now, changes, plan.outcomes[app_id].estimated_start)
         self._receive(launcher, view, now)
 
