@@ -4,12 +4,12 @@ W2 (half of the jobs CEM applications) on 8 clusters of 128 hosts, a 200-applica
 NASA trace: the CPU time of the whole schedule (policy plus selectors, goal under 1 s; the paper
 usually under 100 s on a 2.4 GHz Opteron) and the bytes of JSON per application (goal 30 KB;
 the paper 300 KB with CDR encoding). Also the configurations computed, the policy alone, the
-requests sent and the mean response time. ``--min-gain S`` runs the launchers with
+requests sent and the change events received (in all and per application), their share of the
+bytes, and the mean response time. ``--min-gain S`` runs the launchers with
 ``[selector] min_gain = S`` (a new selection is sent only if it ends S seconds earlier; by
-default the launchers' default);
-``--protocol full`` the protocol before the quiet one (whole profiles, every change). Also printed:
-the change events sent and those not sent (past the launcher's horizon), and the reservation
-calls the daemon would make for the placeholders, per application.
+default the launchers' default); ``--protocol full`` the protocol before the quiet one (whole
+profiles, every change). Also printed: the view changes not sent (past the launcher's horizon),
+and the reservation calls the daemon would make for the placeholders, per application.
 """
 
 from __future__ import annotations
@@ -48,16 +48,24 @@ def main() -> None:
     responses = [o.end - o.arrival for o in result.outcomes if o.end is not None]
     calls = result.reservation_calls
     per_app = {k: calls.get(k, 0) / len(apps) for k in ("create", "update", "delete")}
+    requests = [o.requests for o in result.outcomes]
+    changes = [o.change_events for o in result.outcomes]
     print(
         f"sim_scalability workload={args.workload} clusters={args.clusters} "
         f"trace={args.trace} pack={args.pack} min_gain={args.min_gain} "
         f"protocol={args.protocol} apps={len(apps)} "
-        f"requests={sum(o.requests for o in result.outcomes)} "
+        f"requests={sum(requests)} change_events={result.change_events} "
+        f"per_app: requests mean={statistics.fmean(requests):.1f} "
+        f"median={statistics.median(requests):g}, "
+        f"change_events mean={statistics.fmean(changes):.1f} "
+        f"median={statistics.median(changes):g} "
+        f"change_bytes_share={result.change_bytes / result.message_bytes:.3f} "
+        f"bytes_per_change_event={result.change_bytes / max(1, result.change_events):.0f} "
         f"mean_response_s={statistics.fmean(responses):.0f} "
         f"computed={result.computed_configurations} "
         f"cpu_schedule_s={result.cpu_schedule_s:.2f} cpu_policy_s={result.cpu_policy_s:.2f} "
         f"kb_per_app={result.message_bytes / len(apps) / 1000:.1f} "
-        f"messages={result.messages} change_events={result.change_events} "
+        f"messages={result.messages} "
         f"unheeded={result.unheeded} "
         f"reservation_calls_per_app=create:{per_app['create']:.1f},"
         f"update:{per_app['update']:.1f},delete:{per_app['delete']:.1f} "

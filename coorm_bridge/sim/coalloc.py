@@ -26,6 +26,7 @@ from coorm_bridge.sim.coupling.background import SOURCES, segment
 from coorm_bridge.sim.coupling.measure import STRATEGIES, Knobs, background_starts, measure
 from coorm_bridge.sim.coupling.platform import Scenario
 from coorm_bridge.sim.experiment import Experiment, Report, Row, RunSpec
+from coorm_bridge.sim.figures import mark_medians, pyplot
 
 #: The platform's first second (any fixed time: runs must not depend on the clock).
 EPOCH = 1_700_000_000
@@ -182,19 +183,22 @@ def _quartiles(values: list[float]) -> tuple[float, float, float]:
 
 
 def _draw(by: dict[str, dict[str, list[float]]], path: Path) -> None:
-    """One box plot per metric, strategies side by side."""
-    import matplotlib  # noqa: PLC0415 - only the report needs it
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt  # noqa: PLC0415
-
+    """One box plot per metric, strategies side by side; each median a labelled marker above
+    the box and the outliers (a box whose quartiles meet would hide a median line)."""
+    plt = pyplot()
     strategies = list(by)
     fig, axes = plt.subplots(2, 3, figsize=(15, 8))
     for ax, (metric, label) in zip(axes.flat, METRICS.items(), strict=True):
-        ax.boxplot([by[s][metric] for s in strategies], tick_labels=strategies)
+        data = [by[s][metric] for s in strategies]
+        ax.boxplot(data, tick_labels=strategies, medianprops={"color": "black"})
+        drawn = [(k + 1, _quartiles(values)[1]) for k, values in enumerate(data) if values]
+        mark_medians(ax, [x for x, _ in drawn], [m for _, m in drawn], labels=True)
         ax.set_title(label)
         ax.tick_params(axis="x", labelrotation=30)
-    fig.suptitle("Co-allocation of n hosts x D on 3 clusters, per strategy (all seeds)")
+    fig.suptitle(
+        "Co-allocation of n hosts x D on 3 clusters, per strategy (all seeds; "
+        "boxes: quartiles, whiskers: 1.5 IQR, circles: outliers, diamonds: medians)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)

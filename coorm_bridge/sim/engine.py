@@ -61,6 +61,8 @@ class AppLife:
     request: Request | None = None
     requests: int = 0
     """Requests it sent (the first one included)."""
+    change_events: int = 0
+    """Change events it received (a view change, or a new estimated start alone)."""
 
 
 @dataclass
@@ -73,13 +75,16 @@ class RunResult:
     cpu_selectors_s: float
     messages: int
     message_bytes: int
+    change_events: int
+    """Change events the bridge sent, all applications together (a view change, or a new
+    estimated start alone): each one a long poll answered."""
+    change_bytes: int
+    """The part of ``message_bytes`` those change events carried."""
     passes: int
     used_host_seconds: int
     """Hosts times seconds the applications really ran."""
     ghost_host_seconds: int
     """Hosts times seconds held by ghosts (fair-start): idle unless reused by the same owner."""
-    change_events: int = 0
-    """Change events sent (a view change, a new estimate, or both)."""
     unheeded: int = 0
     """View changes not sent: wholly past the horizon of the launcher's choice."""
     estimates_alone: int = 0
@@ -138,7 +143,6 @@ class Engine:
         self.min_gain = min_gain
         self.quiet = quiet
         self.holds = Holds()
-        self._change_events = 0
         self._unheeded = 0
         self._estimates_alone = 0
         self._estimated: set[str] = set()
@@ -184,10 +188,11 @@ class Engine:
             cpu_selectors_s=self._cpu_selectors,
             messages=self.wire.messages,
             message_bytes=self.wire.bytes,
+            change_events=self.wire.change_events,
+            change_bytes=self.wire.change_bytes,
             passes=self.policy.counters.passes,
             used_host_seconds=self._used,
             ghost_host_seconds=self._ghost,
-            change_events=self._change_events,
             unheeded=self._unheeded,
             estimates_alone=self._estimates_alone,
             reservation_calls=dict(self.holds.calls),
@@ -336,7 +341,7 @@ class Engine:
         self, launcher: _Launcher, now: int, changes: list[Change], estimate: int | None
     ) -> None:
         launcher.seq += 1
-        self._change_events += 1
+        launcher.outcome.change_events += 1
         self.wire.change(launcher.seq, now, changes, estimate)
 
     def _due(self, plan: Plan, now: int) -> list[int]:

@@ -29,6 +29,8 @@ CEM_ID = "cem"
 INTERVAL = 1
 #: An hour, in seconds: the paper's "delayed more than an hour".
 HOUR = 3600
+#: The per-pack table the summary is computed from, beside it.
+INCREASE_CSV = "fairness-increase.csv"
 
 
 class FairnessRun(RunSpec):
@@ -107,20 +109,7 @@ class Fairness(Experiment):
 
     def report(self, rows: list[Row], out: Path) -> Report:
         increases = end_increases(rows)
-        table: list[Row] = []
-        for (fs, delay), members in group(increases, "fair_start", "delay").items():
-            values = sorted(number(r, "increase_s") for r in members)
-            table.append(
-                {
-                    "fair_start": fs,
-                    "delay": delay,
-                    "runs": len(values),
-                    "delayed_share": round(sum(v > 0 for v in values) / len(values), 3),
-                    "median_increase_s": statistics.median(values),
-                    "max_increase_s": values[-1],
-                    "over_an_hour_share": round(sum(v > HOUR for v in values) / len(values), 3),
-                }
-            )
+        table = summary(increases)
         idle = []
         for (fs,), members in group(rows, "fair_start").items():
             ghost = sum(number(r, "ghost_host_hours") for r in members)
@@ -128,7 +117,7 @@ class Fairness(Experiment):
             idle.append({"fair_start": fs, "idle_host_hours_per_run": ghost / len(members),
                          "idle_share": round(ghost / used, 5) if used else None})  # fmt: skip
         report = Report()
-        report.files.append(write_csv(out / "fairness-increase.csv", increases))
+        report.files.append(write_csv(out / INCREASE_CSV, increases))
         report.files.append(write_csv(out / "fairness-summary.csv", table))
         report.files.append(write_csv(out / "fairness-idle.csv", idle))
         report.files.append(_figure(increases, out / "fairness.png"))
@@ -137,8 +126,10 @@ class Fairness(Experiment):
         for line in table:
             report.summary.append(
                 f"fair-start {line['fair_start']:>4} s, delay {line['delay']:>4} s: CEM ends "
-                f"later in {float(line['delayed_share'] or 0):.0%} of {line['runs']} packs, "
-                f"median +{line['median_increase_s']:.0f} s, max +{line['max_increase_s']:.0f} s"
+                f"later in {line['ended_later']} of {line['runs']} packs, "
+                f"mean {line['mean_increase_s']:+.0f} s, "
+                f"median {line['median_increase_s']:+.0f} s, "
+                f"min {line['min_increase_s']:+.0f} s, max {line['max_increase_s']:+.0f} s"
             )
         for line in idle:
             share = line["idle_share"]
@@ -151,7 +142,9 @@ class Fairness(Experiment):
 
 
 def end_increases(rows: list[Row]) -> list[Row]:
-    """Per run with a delay: CEM's end minus its end in the same run with no delay."""
+    """Per pack, fair-start and non-zero delay (one line each, the per-pack table
+    :data:`INCREASE_CSV`): the CEM application's end in that run, its end in the same pack
+    with the same fair-start and no delay, and the increase (the first minus the second)."""
     base = {
         (r["clusters"], r["trace"], r["pack"], r["fair_start"]): r["cem_end"]
         for r in rows
@@ -171,10 +164,44 @@ def end_increases(rows: list[Row]) -> list[Row]:
                 "pack": r["pack"],
                 "fair_start": r["fair_start"],
                 "delay": r["delay"],
+                "cem_end_s": r["cem_end"],
+                "cem_end_no_delay_s": zero,
                 "increase_s": number(r, "cem_end") - float(zero),
             }
         )
     return found
+
+
+def summary(increases: list[Row]) -> list[Row]:
+    """Per fair-start and delay, from the per-pack increases (:func:`end_increases`): the
+    packs, how many ended later (and their share), the mean, median, least and largest
+    increase in seconds, and the share of packs more than an hour later."""
+    table: list[Row] = []
+    for (fs, delay), members in group(increases, "fair_start", "delay").items():
+        values = sorted(number(r, "increase_s") for r in members)
+        later = sum(v > 0 for v in values)
+        table.append(
+            {
+                "fair_start": fs,
+                "delay": delay,
+                "runs": len(values),
+                "ended_later": later,
+                "delayed_share": round(later / len(values), 3),
+                "mean_increase_s": round(statistics.fmean(values), 1),
+                "median_increase_s": statistics.median(values),
+                "min_increase_s": values[0],
+                "max_increase_s": values[-1],
+                "over_an_hour_share": round(sum(v > HOUR for v in values) / len(values), 3),
+            }
+        )
+    return table
+
+
+#: Each delay's median marker: a distinct shape per delay.
+MEDIAN_MARKERS = ("o", "s", "D", "^", "v", "p", "h", "*")
+#: Medians often coincide (at 0: most packs end as without delay), so each delay's marker sits
+#: this far above or below one half, in share of packs, in the delays' order: all of them show.
+MEDIAN_SPREAD = 0.05
 
 
 def _figure(increases: list[Row], path: Path) -> Path:
@@ -183,16 +210,42 @@ def _figure(increases: list[Row], path: Path) -> Path:
     figure, axes = plt.subplots(1, max(1, len(by_fs)), figsize=(5.5 * max(1, len(by_fs)), 4.2))
     axes = axes if hasattr(axes, "__len__") else [axes]
     for axis, ((fs,), members) in zip(axes, by_fs.items(), strict=False):
-        for k, ((delay,), runs) in enumerate(group(members, "delay").items()):
+        delays = group(members, "delay")
+        for k, ((delay,), runs) in enumerate(delays.items()):
             values = sorted(number(r, "increase_s") / 60 for r in runs)
             shares = [(i + 1) / len(values) for i in range(len(values))]
-            axis.step(values, shares, where="post", label=f"delay {delay} s", color=f"C{k}")
+            median = statistics.median(values)
+            colour = f"C{k}"
+            axis.step(
+                values,
+                shares,
+                where="post",
+                color=colour,
+                linewidth=1.2 + 0.4 * (len(delays) - 1 - k),
+                alpha=0.85,
+                label=f"delay {delay} s (median {median * 60:+.0f} s)",
+            )
+            # The median where the CDF crosses one half, each delay's a little above or below
+            # it (MEDIAN_SPREAD) and drawn above every line, so that equal medians all show.
+            axis.scatter(
+                [median],
+                [0.5 + MEDIAN_SPREAD * (k - (len(delays) - 1) / 2)],
+                marker=MEDIAN_MARKERS[k % len(MEDIAN_MARKERS)],
+                s=48,
+                facecolor=colour,
+                edgecolor="white",
+                linewidths=0.8,
+                zorder=5,
+            )
         axis.set_xscale("symlog", linthresh=1)
         axis.set_xlabel("end-time increase (minutes)")
         axis.set_ylabel("share of packs")
         axis.set_title(f"fair-start {fs} s")
         axis.set_ylim(0, 1.02)
         axis.grid(True, alpha=0.3)
-        axis.legend(fontsize=8)
-    figure.suptitle("coorm-sim fairness: CDF of the CEM application's end-time increase")
+        axis.legend(fontsize=8, loc="upper left")
+    figure.suptitle(
+        "coorm-sim fairness: CDF of the CEM application's end-time increase "
+        "(markers near one half: each delay's median)"
+    )
     return save(figure, path)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -103,28 +103,76 @@ def summarize(
     return table
 
 
+#: One box of a box plot: minimum, first quartile, median, third quartile, maximum.
+Five = tuple[float, float, float, float, float]
+
+#: How a median is drawn on every figure: a white-filled marker with a dark edge above the box,
+#: its whiskers and any other series, so that a box whose quartiles meet (all runs alike) or a
+#: median that falls on a quartile still shows its median.
+MEDIAN_STYLE: dict[str, Any] = {"facecolor": "white", "edgecolor": "black", "zorder": 5}
+
+
+def mark_medians(
+    axis: Any,
+    positions: Sequence[float],
+    medians: Sequence[float],
+    *,
+    marker: str = "D",
+    size: float = 22,
+    labels: bool = False,
+) -> None:
+    """Each median as a marker in :data:`MEDIAN_STYLE` (``labels``: its value written beside)."""
+    axis.scatter(positions, medians, marker=marker, s=size, linewidths=0.9, **MEDIAN_STYLE)
+    if not labels:
+        return
+    for x, median in zip(positions, medians, strict=True):
+        axis.annotate(
+            median_text(median),
+            (x, median),
+            xytext=(7, 0),
+            textcoords="offset points",
+            va="center",
+            fontsize=8,
+            zorder=6,
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "alpha": 0.8, "lw": 0},
+        )
+
+
+def median_text(value: float) -> str:
+    """A median as a label: thousands grouped from 100 on, three significant digits below."""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
 def boxes(
     axis: Any,
-    series: dict[str, dict[int, list[float]]],
+    series: dict[str, dict[int, Five]],
     *,
     title: str,
     ylabel: str,
     log: bool = False,
-    transform: Callable[[float], float] = float,
 ) -> None:
-    """One panel of Fig. 6: per series, min-quartiles-max boxes at each x (cluster count)."""
+    """One panel of Fig. 6: per series, min-quartiles-max boxes at each x (cluster count), each
+    median a white marker (:func:`mark_medians`) so that it shows on a flat box too."""
     width = 0.8 / max(1, len(series))
     for k, (label, by_x) in enumerate(series.items()):
         xs = sorted(by_x)
         positions = [x - 0.4 + width * (k + 0.5) for x in xs]
-        data = [[transform(v) for v in by_x[x]] for x in xs]
-        parts = axis.boxplot(
-            data, positions=positions, widths=width * 0.9, whis=(0, 100), patch_artist=True
+        stats = [
+            dict(zip(("whislo", "q1", "med", "q3", "whishi"), by_x[x], strict=True)) for x in xs
+        ]
+        parts = axis.bxp(
+            stats,
+            positions=positions,
+            widths=width * 0.9,
+            patch_artist=True,
+            showfliers=False,
+            medianprops={"color": "black", "linewidth": 1.2},
         )
         colour = f"C{k}"
         for patch in parts["boxes"]:
             patch.set_facecolor(colour)
             patch.set_alpha(0.6)
+        mark_medians(axis, positions, [box["med"] for box in stats], marker="o", size=14)
         axis.plot([], [], color=colour, linewidth=6, alpha=0.6, label=label)
     xs = sorted({x for by_x in series.values() for x in by_x})
     axis.set_xticks(xs, [str(x) for x in xs])
@@ -134,3 +182,21 @@ def boxes(
     if log:
         axis.set_yscale("log")
     axis.grid(True, alpha=0.3)
+
+
+def read_csv(path: Path) -> list[Row]:
+    """A table written by :func:`write_csv` read back: numbers as int or float, empty cells as
+    None, anything else as text (to redraw a figure from a shipped summary)."""
+    with path.open(newline="") as file:
+        return [{k: _parse(v) for k, v in row.items()} for row in csv.DictReader(file)]
+
+
+def _parse(text: str) -> Value:
+    if text == "":
+        return None
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            continue
+    return text

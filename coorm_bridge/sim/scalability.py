@@ -19,7 +19,17 @@ from pydantic import Field
 
 from coorm_bridge.sim.engine import AppLife, Engine, RunResult
 from coorm_bridge.sim.experiment import Experiment, Report, Row, RunSpec
-from coorm_bridge.sim.figures import boxes, group, number, pyplot, save, summarize, write_csv
+from coorm_bridge.sim.figures import (
+    MEDIAN_STYLE,
+    Five,
+    boxes,
+    group,
+    number,
+    pyplot,
+    save,
+    summarize,
+    write_csv,
+)
 from coorm_bridge.sim.oarsim import BaselineResult, OarSim
 from coorm_bridge.sim.resources import HOSTS, paper_platform
 from coorm_bridge.sim.workload import PACK, TRACE_NAMES, Workload, packs, workload
@@ -156,7 +166,7 @@ class Scalability(Experiment):
         ]
         table = summarize(rows, ["scheduler", "workload", "clusters"], metrics)
         report.files.append(write_csv(out / "scalability-summary.csv", table))
-        report.files.append(_figure(rows, out / "scalability.png"))
+        report.files.append(figure(table, out / "scalability.png"))
         traces = sorted({str(r["trace"]) for r in rows})
         report.summary.append("trace(s): " + ", ".join(TRACE_NAMES[t] for t in traces))
         report.summary.append("(the paper used LLNL-Atlas-2006-1.1-cln, which we do not have)")
@@ -190,13 +200,16 @@ def _goals(rows: list[Row]) -> list[str]:
     ]
 
 
-def _figure(rows: list[Row], path: Path) -> Path:
+def figure(table: list[Row], path: Path) -> Path:
+    """Fig. 6 from the summary table (one line per scheduler, workload and cluster count, with
+    each metric's minimum, quartiles and maximum): the same figure whether drawn after a sweep
+    or later from a shipped ``scalability-summary.csv`` (:func:`~.figures.read_csv`)."""
     plt = pyplot()
     series: dict[str, list[Row]] = {}
-    for (scheduler, name), members in group(rows, "scheduler", "workload").items():
+    for (scheduler, name), members in group(table, "scheduler", "workload").items():
         label = f"OAR {name}" if scheduler == "oar" else f"CooRM {name}"
         series[label] = members
-    figure, axes = plt.subplots(1, 3, figsize=(16, 4.8))
+    drawn, axes = plt.subplots(1, 3, figsize=(16, 4.8))
     panels = (
         ("computed_configurations", "Computed configurations", "configurations", True, 1.0),
         ("cpu_schedule_s", "CPU time of the schedule", "seconds", True, 1.0),
@@ -204,18 +217,28 @@ def _figure(rows: list[Row], path: Path) -> Path:
     )
     for axis, (metric, title, label, log, scale) in zip(axes, panels, strict=True):
         boxes(axis, _by_clusters(series, metric, scale), title=title, ylabel=label, log=log)
+    axes[0].scatter([], [], marker="o", s=14, label="median", **MEDIAN_STYLE)
     axes[0].legend(fontsize=8)
-    figure.suptitle("coorm-sim scalability: min, quartiles, max over packs")
-    return save(figure, path)
+    drawn.suptitle("coorm-sim scalability: min, quartiles (box), median (dot), max over packs")
+    return save(drawn, path)
 
 
 def _by_clusters(
     series: dict[str, list[Row]], metric: str, scale: float
-) -> dict[str, dict[int, list[float]]]:
+) -> dict[str, dict[int, Five]]:
+    """Per series and cluster count, the metric's five numbers from the summary, scaled."""
+    names = ("min", "q1", "median", "q3", "max")
     return {
-        name: {
-            int(number(g[0], "clusters")): [number(r, metric) * scale for r in g]
-            for g in group(members, "clusters").values()
+        label: {
+            int(number(line, "clusters")): _scaled(
+                [number(line, f"{metric}_{name}") for name in names], scale
+            )
+            for line in lines
         }
-        for name, members in series.items()
+        for label, lines in series.items()
     }
+
+
+def _scaled(values: list[float], scale: float) -> Five:
+    low, q1, median, q3, high = (v * scale for v in values)
+    return low, q1, median, q3, high

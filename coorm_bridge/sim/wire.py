@@ -33,10 +33,16 @@ class Wire:
     host_names: Mapping[str, list[str]]
     messages: int = 0
     bytes: int = 0
+    change_events: int = 0
+    """Change events sent (each answers one long poll): view changes and new estimates alone."""
+    change_bytes: int = 0
+    """The bytes of those change events' pages."""
 
-    def _add(self, *bodies: str) -> None:
+    def _add(self, *bodies: str) -> int:
+        size = sum(len(body.encode()) for body in bodies)
         self.messages += 1
-        self.bytes += sum(len(body.encode()) for body in bodies)
+        self.bytes += size
+        return size
 
     def subscribe(self, session: str, name: str) -> None:
         """``POST /v1/sessions`` and its answer, then ``GET /v1/interconnect``."""
@@ -51,7 +57,8 @@ class Wire:
     ) -> None:
         """A long poll answered with one change event carrying these changes."""
         event = ChangeEvent(seq=seq, time=now, changes=changes, estimated_start=estimated_start)
-        self._add(EventPage(events=[event]).model_dump_json())
+        self.change_events += 1
+        self.change_bytes += self._add(EventPage(events=[event]).model_dump_json())
 
     def request(self, session: str, request: Request, estimated_start: int | None) -> None:
         """``PUT .../request`` and its answer."""

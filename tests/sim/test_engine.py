@@ -11,6 +11,7 @@ from coorm_bridge.launchers.selectors.moldable import Moldable, MoldableParams
 from coorm_bridge.sim.engine import Engine
 from coorm_bridge.sim.oarsim import OarSim
 from coorm_bridge.sim.resources import paper_platform
+from coorm_bridge.sim.wire import Wire
 from coorm_bridge.sim.workload import Kind, SimApp, Workload, workload
 
 
@@ -135,3 +136,24 @@ def test_min_gain_cuts_the_cascade_of_requests_without_hurting_responses():
     assert requests(sticky) < requests(every) / 2
     assert sticky.message_bytes < every.message_bytes * 0.7
     assert response(sticky) <= response(every) * 1.10
+
+
+def test_change_events_are_counted_per_application_and_in_all(monkeypatch):
+    """Every change event the engine sends (a view change, or a new estimate alone) is one
+    call of ``Wire.change``: the run's count, the applications' counts and the calls agree,
+    and those events' bytes are a part of the run's bytes."""
+    calls = []
+    original = Wire.change
+
+    def counted(self, *args, **kwargs):
+        calls.append(args)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(Wire, "change", counted)
+    apps = workload(Workload.W0, "nasa", 0, 128, size=30)
+    result = Engine(paper_platform(2), apps).run()
+    assert result.change_events == len(calls) > 0
+    assert sum(o.change_events for o in result.outcomes) == result.change_events
+    assert any(not changes for _, _, changes, _ in calls)  # estimates told alone are counted
+    assert 0 < result.change_bytes < result.message_bytes
+    assert result.change_events < result.messages
