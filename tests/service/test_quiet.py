@@ -150,3 +150,25 @@ def test_a_horizon_past_the_start_the_choice_had_no_longer_holds(site):
     site.request(ahead[0], {"c2": 4}, 100)
     site.step(T0 + 503)
     assert site.service.stats.unheeded == 0
+
+
+def test_a_placeholder_moves_only_when_its_start_or_hosts_change_and_each_call_is_counted(
+    make_site: Any,
+):
+    site: sites.Site = make_site(placement={"hold_first": 1})
+    site.step(T0)
+    running, first, behind = (subscribe(site, "alice") for _ in range(3))
+    site.request(running, {"c1": 8}, 500)
+    site.request(first, {"c1": 4}, 100)  # held at once (hold_first) at T0 + 501
+    site.step(T0 + 1)
+    calls = site.service.stats.reservation_calls
+    assert dict(calls) == {"create": 2}  # the running one's, and the first waiting one's
+    held = site.ours("c1")
+    site.request(behind, {"c1": 4}, 50)  # behind it: its start and hosts do not change
+    for t in range(T0 + 2, T0 + 30):
+        site.step(t)
+    assert dict(calls) == {"create": 2}
+    assert site.ours("c1").keys() == held.keys()
+    site.bridge.put_request("alice", first, {"c1": 2}, 100)  # fewer hosts: moved in place
+    site.step(T0 + 31)
+    assert dict(calls) == {"create": 2, "update": 1}
