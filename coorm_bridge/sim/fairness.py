@@ -144,7 +144,8 @@ class Fairness(Experiment):
 def end_increases(rows: list[Row]) -> list[Row]:
     """Per pack, fair-start and non-zero delay (one line each, the per-pack table
     :data:`INCREASE_CSV`): the CEM application's end in that run, its end in the same pack
-    with the same fair-start and no delay, and the increase (the first minus the second)."""
+    with the same fair-start and no delay, and the increase (the first minus the second); in
+    the order of the summary (fair-start, then delay), packs in order."""
     base = {
         (r["clusters"], r["trace"], r["pack"], r["fair_start"]): r["cem_end"]
         for r in rows
@@ -169,7 +170,17 @@ def end_increases(rows: list[Row]) -> list[Row]:
                 "increase_s": number(r, "cem_end") - float(zero),
             }
         )
-    return found
+    return sorted(found, key=_per_pack_order)
+
+
+def _per_pack_order(row: Row) -> tuple[float, str, float, float, float]:
+    return (
+        number(row, "clusters"),
+        str(row["trace"]),
+        number(row, "fair_start"),
+        number(row, "delay"),
+        number(row, "pack"),
+    )
 
 
 def summary(increases: list[Row]) -> list[Row]:
