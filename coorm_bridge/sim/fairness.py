@@ -223,9 +223,10 @@ def _figure(increases: list[Row], path: Path) -> Path:
     for axis, ((fs,), members) in zip(axes, by_fs.items(), strict=False):
         delays = group(members, "delay")
         for k, ((delay,), runs) in enumerate(delays.items()):
-            values = sorted(number(r, "increase_s") / 60 for r in runs)
+            seconds = sorted(number(r, "increase_s") for r in runs)
+            values = [v / 60 for v in seconds]
             shares = [(i + 1) / len(values) for i in range(len(values))]
-            median = statistics.median(values)
+            median = statistics.median(seconds)  # as in the summary, in seconds
             colour = f"C{k}"
             axis.step(
                 values,
@@ -234,12 +235,12 @@ def _figure(increases: list[Row], path: Path) -> Path:
                 color=colour,
                 linewidth=1.2 + 0.4 * (len(delays) - 1 - k),
                 alpha=0.85,
-                label=f"delay {delay} s (median {median * 60:+.0f} s)",
+                label=f"delay {delay} s (median {median:+g} s)",
             )
             # The median where the CDF crosses one half, each delay's a little above or below
             # it (MEDIAN_SPREAD) and drawn above every line, so that equal medians all show.
             axis.scatter(
-                [median],
+                [median / 60],
                 [0.5 + MEDIAN_SPREAD * (k - (len(delays) - 1) / 2)],
                 marker=MEDIAN_MARKERS[k % len(MEDIAN_MARKERS)],
                 s=48,
