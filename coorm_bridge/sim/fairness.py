@@ -144,7 +144,8 @@ class Fairness(Experiment):
 def end_increases(rows: list[Row]) -> list[Row]:
     """Per pack, fair-start and non-zero delay (one line each, the per-pack table
     :data:`INCREASE_CSV`): the CEM application's end in that run, its end in the same pack
-    with the same fair-start and no delay, and the increase (the first minus the second)."""
+    with the same fair-start and no delay, and the increase (the first minus the second); in
+    the order of the summary (fair-start, then delay), packs in order."""
     base = {
         (r["clusters"], r["trace"], r["pack"], r["fair_start"]): r["cem_end"]
         for r in rows
@@ -169,7 +170,17 @@ def end_increases(rows: list[Row]) -> list[Row]:
                 "increase_s": number(r, "cem_end") - float(zero),
             }
         )
-    return found
+    return sorted(found, key=_per_pack_order)
+
+
+def _per_pack_order(row: Row) -> tuple[float, str, float, float, float]:
+    return (
+        number(row, "clusters"),
+        str(row["trace"]),
+        number(row, "fair_start"),
+        number(row, "delay"),
+        number(row, "pack"),
+    )
 
 
 def summary(increases: list[Row]) -> list[Row]:
@@ -212,9 +223,10 @@ def _figure(increases: list[Row], path: Path) -> Path:
     for axis, ((fs,), members) in zip(axes, by_fs.items(), strict=False):
         delays = group(members, "delay")
         for k, ((delay,), runs) in enumerate(delays.items()):
-            values = sorted(number(r, "increase_s") / 60 for r in runs)
+            seconds = sorted(number(r, "increase_s") for r in runs)
+            values = [v / 60 for v in seconds]
             shares = [(i + 1) / len(values) for i in range(len(values))]
-            median = statistics.median(values)
+            median = statistics.median(seconds)  # as in the summary, in seconds
             colour = f"C{k}"
             axis.step(
                 values,
@@ -223,12 +235,12 @@ def _figure(increases: list[Row], path: Path) -> Path:
                 color=colour,
                 linewidth=1.2 + 0.4 * (len(delays) - 1 - k),
                 alpha=0.85,
-                label=f"delay {delay} s (median {median * 60:+.0f} s)",
+                label=f"delay {delay} s (median {median:+g} s)",
             )
             # The median where the CDF crosses one half, each delay's a little above or below
             # it (MEDIAN_SPREAD) and drawn above every line, so that equal medians all show.
             axis.scatter(
-                [median],
+                [median / 60],
                 [0.5 + MEDIAN_SPREAD * (k - (len(delays) - 1) / 2)],
                 marker=MEDIAN_MARKERS[k % len(MEDIAN_MARKERS)],
                 s=48,

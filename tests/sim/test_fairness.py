@@ -48,8 +48,10 @@ def rows() -> list[Row]:
 
 
 def test_each_increase_is_a_packs_end_minus_its_end_without_delay():
-    found = end_increases(rows())
+    found = end_increases(list(reversed(rows())))
     assert len(found) == 2 * len(ENDS)  # one per pack, fair-start and non-zero delay
+    order = [(r["fair_start"], r["delay"], r["pack"]) for r in found]
+    assert order == sorted(order)  # the summary's order, packs in order
     line = next(r for r in found if (r["pack"], r["fair_start"], r["delay"]) == (1, 5, 60))
     assert list(line) == PER_PACK
     assert line["cem_end_s"] == 1400
