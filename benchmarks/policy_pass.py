@@ -7,8 +7,11 @@ to a day, some applications still without a request. Prints one line per case:
     policy_pass apps=N clusters=C seconds=S
 
 ``full`` cases run a fresh engine; ``incremental`` adds one request at the end of the queue of the
-10,000-application case and runs the same engine again. Each figure is the best of ``--repeat``
-runs of the pass alone (workload generation excluded), on one core.
+10,000-application case and runs the same engine again; ``rerun`` runs it again on the very same
+table (the whole queue is taken over from the previous pass); ``middle`` changes the request in
+the middle of the queue (half of it is taken over, the rest searched again where its clusters'
+profiles moved). Each figure is the best of ``--repeat`` runs of the pass alone (workload
+generation excluded), on one core.
 """
 
 from __future__ import annotations
@@ -112,6 +115,33 @@ def main() -> None:
     print(
         f"policy_pass apps={len(extended)} clusters={len(free)} seconds={min(timings):.3f} "
         "mode=incremental"
+    )
+
+    def rerun() -> None:
+        result = policy.plan(free, apps, NOW)
+        assert result.recomputed == 0, result.recomputed
+
+    timings = []
+    for _ in range(args.repeat):
+        incremental()
+        timings.append(best_of(1, rerun))
+    print(
+        f"policy_pass apps={len(apps)} clusters={len(free)} seconds={min(timings):.3f} mode=rerun"
+    )
+
+    half = len(apps) // 2
+    moved = apps[half].model_copy(update={"request": newcomer.request})
+    changed = [*apps[:half], moved, *apps[half + 1 :]]
+
+    def middle() -> None:
+        policy.plan(free, changed, NOW)
+
+    timings = []
+    for _ in range(args.repeat):
+        incremental()
+        timings.append(best_of(1, middle))
+    print(
+        f"policy_pass apps={len(apps)} clusters={len(free)} seconds={min(timings):.3f} mode=middle"
     )
 
 

@@ -3,9 +3,10 @@ with conservative backfilling, ghosts that hold a finished application's hosts f
 
 The engine is a deterministic function of (free hosts per cluster, application table, now): the
 caller persists states and talks to launchers and batch systems. It keeps a memo of the previous
-pass only to go faster: an application is recomputed only when the profiles of the clusters it
-asks for, or its request, differ from last time, so a new request at the end of a long queue costs
-one application, not the whole queue. Results never depend on the memo (tested).
+pass only to go faster (:mod:`coorm_bridge.core.policy_memo`): a pass takes over the leading
+applications that are as they were, and of the others recomputes only those whose request, or the
+profiles of the clusters it asks for, differ from last time; so a new request at the end of a long
+queue costs one application, not the whole queue. Results never depend on the memo (tested).
 """
 
 from __future__ import annotations
@@ -16,9 +17,19 @@ from typing import Annotated, Self
 
 from pydantic import Field, model_validator
 
-from coorm_bridge.core.model import MAX_TIME, Frozen, Name, Request, Time, UserName
-from coorm_bridge.core.profile import Profile, earliest_common_start
-from coorm_bridge.core.states import HOLDING, PLACED, AppState, check, transition
+from coorm_bridge.core.model import Frozen, Name, Request, Time, UserName
+from coorm_bridge.core.policy_memo import (
+    NEVER,
+    Memo,
+    Previous,
+    State,
+    Tail,
+    arrange,
+    reserve,
+    reusable,
+)
+from coorm_bridge.core.profile import Profile
+from coorm_bridge.core.states import HOLDING, AppState, check, transition
 
 #: A policy pass at least once an hour: a request is answered after about two intervals.
 MAX_INTERVAL = 3600.0
@@ -88,6 +99,28 @@ class Decision:
     view_changed: bool = False
 
 
+_SET_STATE, _SET_START, _SET_HOLD, _SET_CHANGED = (
+    Decision.__dict__[name].__set__
+    for name in ("state", "estimated_start", "hold_until", "view_changed")
+)
+
+
+def _decision(state: AppState, start: int | None, view_changed: bool) -> Decision:
+    """``Decision(state, start, view_changed=view_changed)`` at half the cost (a frozen
+    dataclass sets each field through ``object.__setattr__``): one per placed application."""
+    decision = object.__new__(Decision)
+    _SET_STATE(decision, state)
+    _SET_START(decision, start)
+    _SET_HOLD(decision, None)
+    _SET_CHANGED(decision, view_changed)
+    return decision
+
+
+def _unchanged(decision: Decision) -> Decision:
+    """The decision of a pass that takes an application over and finds its view unchanged."""
+    return _decision(decision.state, decision.estimated_start, False)
+
+
 @dataclass(slots=True)
 class Counters:
     """The paper's cost measures, cumulated over passes."""
@@ -116,53 +149,12 @@ class Plan:
     left: dict[str, Profile]
     """Free hosts once every placed application is subtracted too: what a new subscriber sees."""
     _clusters: tuple[str, ...] = field(repr=False)
-    _views: dict[str, tuple[tuple[int, ...], tuple[Profile, ...]]] = field(repr=False)
+    _views: dict[str, tuple[tuple[int, ...], State]] = field(repr=False)
 
     def view(self, app_id: str) -> dict[str, Profile]:
         """The view of a placed application: free hosts left to it, per cluster it sees."""
         indices, state = self._views[app_id]
         return {self._clusters[i]: state[i] for i in indices}
-
-
-@dataclass(slots=True)
-class _Memo:
-    """What the previous pass computed for one application."""
-
-    request: Request | None
-    wanted: tuple[int, ...]
-    inputs: tuple[Profile, ...]
-    reserved: tuple[Profile, ...]
-    start: int | None
-    view: tuple[Profile, ...]
-    views: _Seen
-    not_before: int = 0
-
-
-@dataclass(slots=True)
-class _Seen:
-    """The distinct views an application was handed. The first is kept as (state, indices) and
-    hashed only once a second one comes, so a first pass over a long queue hashes nothing."""
-
-    first: tuple[tuple[Profile, ...], tuple[int, ...]] | None = None
-    hashes: set[int] = field(default_factory=set)
-
-    def add(self, state: tuple[Profile, ...], seen: tuple[int, ...]) -> bool:
-        """Record the view ``state`` restricted to ``seen``; True when it is a new one."""
-        if self.first is None and not self.hashes:
-            self.first = (state, seen)
-            return True
-        if self.first is not None:
-            self.hashes.add(_view_hash(*self.first))
-            self.first = None
-        key = _view_hash(state, seen)
-        if key in self.hashes:
-            return False
-        self.hashes.add(key)
-        return True
-
-
-def _view_hash(state: tuple[Profile, ...], seen: tuple[int, ...]) -> int:
-    return hash(tuple(state[i] for i in seen))
 
 
 class Policy:
@@ -171,9 +163,7 @@ class Policy:
     def __init__(self, config: PolicyConfig | None = None) -> None:
         self.config = config or PolicyConfig()
         self.counters = Counters()
-        self._clusters: tuple[str, ...] = ()
-        self._base: tuple[Profile, ...] = ()
-        self._memo: dict[str, _Memo] = {}
+        self._previous: Previous | None = None
 
     def plan(
         self,
@@ -188,65 +178,115 @@ class Policy:
         starts later, when the owner's earlier ones leave room: the owner's headroom is one
         more profile its request must fit in, reserved like a cluster's."""
         clusters = tuple(sorted(free))
-        if clusters != self._clusters:
-            self._clusters, self._base, self._memo = clusters, (), {}
+        previous = self._previous
+        if previous is not None and previous.clusters != clusters:
+            previous = None
+        arranged = arrange(apps, None if previous is None else previous.arranged)
+        table = arranged.table
+        outcomes, holding, expired = self._settle_holders(
+            [table[p] for p in arranged.holders_at], now
+        )
         index = {name: i for i, name in enumerate(clusters)}
-        table = sorted(apps, key=lambda app: app.order)
-        _check_unique(table)
-        outcomes, holding, expired = self._settle_holders(table, now)
-        state = self._base = self._make_base(free, holding, index, now)
+        base_key = (now, *holding, *[free[name] for name in clusters])
+        if previous is not None and previous.base_key == base_key:
+            base = previous.base
+        else:
+            old = () if previous is None else previous.base
+            base = self._make_base(free, clusters, holding, index, now, old)
         headroom = _headroom(held_caps or {}, holding, self.config.fair_start, now)
-        to_start: list[str] = []
-        changed: list[str] = []
-        views: dict[str, tuple[tuple[int, ...], tuple[Profile, ...]]] = {}
-        memo: dict[str, _Memo] = {}
-        recomputed = 0
-        seen_of: dict[tuple[str, ...], tuple[int, ...]] = {}
-        for app in table:
-            if app.state not in PLACED:
-                continue
-            seen = seen_of.get(app.clusters)
-            if seen is None:
-                seen = seen_of[app.clusters] = tuple(index[c] for c in app.clusters if c in index)
-            views[app.id] = (seen, state)
-            old = self._memo.get(app.id)
-            seen_views = old.views if old else _Seen()
-            entry = _Memo(app.request, (), (), (), None, state, seen_views, app.not_before or 0)
-            if app.request is not None:
-                room = None if app.owner is None else headroom.get(app.owner)
-                recomputed += self._place(app.request, entry, old, index, now, room=room)
-                if entry.start is not None:
-                    state = _replace(state, entry.wanted, entry.reserved)
-                    _take(headroom, app.owner, app.request, entry.start)
-            new_state: AppState = app.state
-            if new_state is AppState.REQUEST_SENT:
-                new_state = transition(new_state, AppState.WAITING)
-            if entry.start is not None and entry.start <= now:
-                new_state = transition(new_state, AppState.STARTED)
-                to_start.append(app.id)
-            view_changed = old is None or _view_changed(old.view, entry.view, seen, now)
-            if view_changed and new_state is not AppState.STARTED:
-                changed.append(app.id)
-                if entry.views.add(entry.view, seen):
-                    self.counters.computed_configurations += 1
-            outcomes[app.id] = Decision(new_state, entry.start, view_changed=view_changed)
-            memo[app.id] = entry
-        self._memo = memo
+        placed = [table[p] for p in arranged.placed_at]
+        first = reusable(previous, placed, base, headroom, now)
+        tail = Tail.taking_over(previous, first, placed, _unchanged)
+        if previous is None or not first:
+            state, room, memo = base, headroom, {} if previous is None else previous.memo
+        else:
+            state, room, memo = previous.states[first], previous.rooms[first], previous.memo
+        state, room, recomputed = self._place(placed, first, tail, memo, index, state, room, now)
+        tail.states.append(state)
+        tail.rooms.append(room)
+        self._previous = Previous(
+            clusters, now, arranged, base_key, base, headroom, placed, *tail.kept()
+        )
+        outcomes.update(tail.decisions)
         self.counters.passes += 1
-        self.counters.notifications += len(changed)
+        self.counters.notifications += len(tail.changed)
         self.counters.recomputed += recomputed
         return Plan(
             now=now,
             outcomes=outcomes,
-            to_start=tuple(to_start),
-            changed=tuple(changed),
+            to_start=tuple(placed[p].id for p in tail.to_start),
+            changed=tuple(tail.changed),
             expired=tuple(expired),
-            free=dict(zip(clusters, self._base, strict=True)),
+            free=dict(zip(clusters, base, strict=True)),
             recomputed=recomputed,
             left=dict(zip(clusters, state, strict=True)),
             _clusters=clusters,
-            _views=views,
+            _views=tail.views,
         )
+
+    def _place(  # noqa: PLR0917 - the pass's state, handed over once
+        self,
+        placed: list[Application],
+        first: int,
+        tail: Tail,
+        memo: dict[str, Memo],
+        index: Mapping[str, int],
+        state: State,
+        room: dict[str, Profile],
+        now: int,
+    ) -> tuple[State, dict[str, Profile], int]:
+        """Steps 3-4 of the slides from the ``first`` placed application on: in priority order,
+        each gets its view, and its request the earliest start where it fits, reserved there.
+        Returns the state and the owners' headroom after the last, and the searches run.
+
+        The one loop over the whole queue in a full pass: locals and plain appends, not calls.
+        """
+        recomputed = configurations = 0
+        seen_of: dict[tuple[str, ...], tuple[int, ...]] = {}
+        decisions, views, entries = tail.decisions, tail.views, tail.memo
+        add_state, add_room, add_due = tail.states.append, tail.rooms.append, tail.due.append
+        soonest = -tail.due[-1] if tail.due else NEVER
+        for position in range(first, len(placed)):
+            app = placed[position]
+            app_id, clusters, request, owner = app.id, app.clusters, app.request, app.owner
+            seen = seen_of.get(clusters)
+            if seen is None:
+                seen = seen_of[clusters] = tuple([index[c] for c in clusters if c in index])
+            view = state
+            views[app_id] = (seen, view)
+            add_state(view)
+            add_room(room)
+            old = memo.get(app_id)
+            entry = Memo(request, (), (), (), None, view, app.not_before or 0)
+            if old is not None:
+                entry.first, entry.hashes = old.first, old.hashes
+            start = None
+            if request is not None:
+                own = None if owner is None else room.get(owner)
+                recomputed += reserve(request, entry, old, index, now, own)
+                start = entry.start
+                if start is not None:
+                    state = _replace(state, entry.wanted, entry.reserved)
+                    if owner is not None and own is not None:
+                        room = _take(room, owner, request, start)
+                    soonest = min(soonest, start)
+            add_due(-soonest)
+            new_state: AppState = app.state
+            if new_state is AppState.REQUEST_SENT:
+                new_state = transition(new_state, AppState.WAITING)
+            if start is not None and start <= now:
+                new_state = transition(new_state, AppState.STARTED)
+                tail.to_start.append(position)
+            view_changed = old is None or _view_changed(old.view, view, seen, now)
+            if view_changed:
+                tail.noted.append(position)
+                if new_state is not AppState.STARTED:
+                    tail.changed.append(app_id)
+                    configurations += entry.add_view(view, seen)
+            decisions[app_id] = _decision(new_state, start, view_changed)
+            entries[app_id] = entry
+        self.counters.computed_configurations += configurations
+        return state, room, recomputed
 
     def _settle_holders(
         self, table: list[Application], now: int
@@ -271,56 +311,19 @@ class Policy:
                 outcomes[app.id] = Decision(transition(app.state, AppState.FINISHED))
         return outcomes, holding, expired
 
-    @staticmethod
-    def _place(
-        request: Request,
-        entry: _Memo,
-        old: _Memo | None,
-        index: Mapping[str, int],
-        now: int,
-        *,
-        room: Profile | None = None,
-    ) -> int:
-        """Fill ``entry`` with the request's start and reservation; 1 if searched, 0 if reused.
-
-        ``room``: the owner's headroom under their cap, which the request must fit in too.
-        Reused when the request, its earliest allowed start, the profiles of the clusters it
-        asks for and the owner's headroom are those of the previous pass, and the start found
-        then is not in the past.
-        """
-        same = old is not None and old.request == request and old.not_before == entry.not_before
-        wanted = old.wanted if old is not None and same else _indices(request, index)
-        state = entry.view
-        inputs = tuple(state[i] for i in wanted) if -1 not in wanted else ()
-        if inputs and room is not None:
-            inputs = (*inputs, room)
-        entry.wanted = wanted
-        fresh = old is not None and (old.start is None or old.start >= now)
-        if old is not None and same and fresh and old.inputs == inputs:
-            entry.inputs, entry.reserved, entry.start = old.inputs, old.reserved, old.start
-            return 0
-        hosts = tuple(request.nodes.values())
-        demands = zip(inputs, (*hosts, request.hosts) if room is not None else hosts, strict=True)
-        after = max(now, entry.not_before)
-        start = earliest_common_start(demands, request.duration, after) if inputs else None
-        if start is not None and start > MAX_TIME - request.duration:
-            # Behind a queue of long requests a start can pass year 9999: no time the bridge
-            # could state, store or give a batch system. Such a request never fits.
-            start = None
-        reserved = _reserve(inputs[: len(hosts)], request, start)
-        entry.inputs, entry.reserved, entry.start = inputs, reserved, start
-        return 1
-
-    def _make_base(
+    def _make_base(  # noqa: PLR0917
         self,
         free: Mapping[str, Profile],
+        clusters: tuple[str, ...],
         holding: list[Application],
         index: Mapping[str, int],
         now: int,
-    ) -> tuple[Profile, ...]:
-        """Free hosts minus held ones; a cluster that agrees from ``now`` on keeps its old object,
-        so that time passing a breakpoint neither recomputes nor notifies anyone."""
-        base = [free[name] for name in self._clusters]
+        previous: State,
+    ) -> State:
+        """Free hosts minus held ones; a cluster that agrees from ``now`` on keeps its old object
+        (``previous``), so that time passing a breakpoint neither recomputes nor notifies
+        anyone."""
+        base = [free[name] for name in clusters]
         for app in holding:
             assert app.request is not None
             assert app.started_at is not None
@@ -329,7 +332,6 @@ class Policy:
                 if cluster in index:
                     i = index[cluster]
                     base[i] = base[i].add(-hosts, app.started_at, end)
-        previous = self._base
         for i, whole in enumerate(base):
             held = whole.truncated(now)
             # A batch system may over-commit; a negative count of free hosts means none.
@@ -356,35 +358,13 @@ def _headroom(
     return {owner: profile.truncated(now) for owner, profile in room.items()}
 
 
-def _take(headroom: dict[str, Profile], owner: str | None, request: Request, start: int) -> None:
-    """A placed request of a capped owner takes its hosts from the owner's headroom."""
-    if owner is not None and owner in headroom:
-        end = start + request.duration
-        headroom[owner] = headroom[owner].add(-request.hosts, start, end)
-
-
-def _check_unique(table: list[Application]) -> None:
-    ids = {app.id for app in table}
-    orders = {app.order for app in table}
-    if len(ids) != len(table) or len(orders) != len(table):
-        raise ValueError("application ids and subscription orders must be unique")
-
-
-def _indices(request: Request, index: Mapping[str, int]) -> tuple[int, ...]:
-    """Cluster positions of a request; -1 for a cluster the platform no longer has."""
-    return tuple(index.get(cluster, -1) for cluster in request.nodes)
-
-
-def _reserve(
-    inputs: tuple[Profile, ...], request: Request, start: int | None
-) -> tuple[Profile, ...]:
-    if start is None:
-        return ()
+def _take(
+    headroom: dict[str, Profile], owner: str, request: Request, start: int
+) -> dict[str, Profile]:
+    """A placed request of a capped owner takes its hosts from the owner's headroom: in a new
+    dict, since the record of the pass (:class:`Previous`) shares the old one."""
     end = start + request.duration
-    return tuple(
-        profile.add(-hosts, start, end)
-        for profile, hosts in zip(inputs, request.nodes.values(), strict=True)
-    )
+    return {**headroom, owner: headroom[owner].add(-request.hosts, start, end)}
 
 
 def _replace(

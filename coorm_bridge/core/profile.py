@@ -14,6 +14,8 @@ arrays, which is what lets a policy pass over 10,000 applications stay well unde
 from __future__ import annotations
 
 import operator
+from array import array
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
@@ -26,6 +28,8 @@ FOREVER = 2**62
 
 _EMPTY: IntArray = np.zeros(0, dtype=np.int64)
 _EMPTY.flags.writeable = False
+#: Up to this many values moved by :meth:`Profile.add` are moved one by one, more by numpy.
+_SHORT = 16
 
 
 class OverAllocation(ValueError):
@@ -53,7 +57,7 @@ def _owned(array: IntArray) -> IntArray:
 class Profile:
     """A step function of whole hosts over whole seconds; see the module docstring."""
 
-    __slots__ = ("_hash", "_steps", "_t", "_v", "_v0")
+    __slots__ = ("_hash", "_steps", "_t", "_ta", "_v", "_v0", "_va")
 
     def __init__(
         self, initial: int = 0, times: Sequence[int] = (), values: Sequence[int] = ()
@@ -81,12 +85,37 @@ class Profile:
         self._v = _owned(v)
         self._hash: int | None = None
         self._steps: tuple[int, tuple[tuple[int, int], ...]] | None = None
+        self._ta: array[int] | None = None
+        self._va: array[int] | None = None
 
     @classmethod
     def _raw(cls, v0: int, t: IntArray, v: IntArray, canonical: bool = False) -> Profile:
         profile = cls.__new__(cls)
         profile._init(v0, t, v, canonical)
         return profile
+
+    @classmethod
+    def _of_arrays(cls, v0: int, t: array[int], v: array[int]) -> Profile:
+        """A canonical profile over ``t`` and ``v``, which it keeps: never changed afterwards
+        (the numpy arrays are read-only views of them)."""
+        profile = cls.__new__(cls)
+        profile._v0, profile._ta, profile._va, profile._hash = v0, t, v, None
+        profile._steps = None
+        if t:
+            profile._t = np.frombuffer(memoryview(t).toreadonly(), np.int64)
+            profile._v = np.frombuffer(memoryview(v).toreadonly(), np.int64)
+        else:
+            profile._t = profile._v = _EMPTY
+        return profile
+
+    def _arrays(self) -> tuple[array[int], array[int]]:
+        """The breakpoints as arrays of the standard library, whose copies, inserts and reads
+        cost a fraction of numpy's for the few hundred steps of a profile."""
+        t, v = self._ta, self._va
+        if t is None or v is None:
+            t = self._ta = array("q", self._t.tobytes())
+            v = self._va = array("q", self._v.tobytes())
+        return t, v
 
     # -- construction and JSON form ---------------------------------------------------------
 
@@ -190,38 +219,37 @@ class Profile:
         """Add ``delta`` hosts over ``[start, end)``, unchecked (``end=None``: forever)."""
         if delta == 0 or (end is not None and end <= start):
             return self
-        t, v, v0 = self._t, self._v, self._v0
-        n = t.size
-        i = int(t.searchsorted(start))
-        j = n if end is None else int(t.searchsorted(end))
+        t, v = self._arrays()
+        v0, n = self._v0, len(t)
+        i = bisect_left(t, start)
+        j = n if end is None else bisect_left(t, end, i)
         has_start = i < n and t[i] == start
         has_end = end is None or (j < n and t[j] == end)
-        before = int(v[i - 1]) if i else v0
+        before = v[i - 1] if i else v0
+        last = v[j - 1] if j else v0  # the value just before ``end``
         # Values inside [start, end) all move by delta, so only the two edges can repeat a value.
-        size = n + (not has_start) + (not has_end)
-        new_t = np.empty(size, dtype=np.int64)
-        new_v = np.empty(size, dtype=np.int64)
-        new_t[:i], new_v[:i] = t[:i], v[:i]
-        k = i
-        if not has_start:
-            new_t[k], new_v[k] = start, before + delta
-            k += 1
-        new_t[k : k + j - i] = t[i:j]
-        new_v[k : k + j - i] = v[i:j] + delta
-        k += j - i
+        drop_start = has_start and v[i] + delta == before
+        drop_end = end is not None and has_end and v[j] == last + delta
+        new_t = t if has_start and has_end and not (drop_start or drop_end) else t[:]
+        new_v = v[:]
+        if j - i > _SHORT:
+            moved = np.frombuffer(new_v, np.int64)
+            moved[i:j] += delta
+            del moved  # releases the buffer: the array may grow again
+        else:
+            for k in range(i, j):
+                new_v[k] += delta
         if end is not None and not has_end:
-            new_t[k], new_v[k] = end, (int(v[j - 1]) if j else v0)
-            k += 1
-        new_t[k:], new_v[k:] = t[j:], v[j:]
-        drop = []
-        if new_v[i] == before:
-            drop.append(i)
-        last = k - 1 if not has_end else k
-        if last < size and last > i and new_v[last] == new_v[last - 1]:
-            drop.append(last)
-        if drop:
-            new_t, new_v = np.delete(new_t, drop), np.delete(new_v, drop)
-        return Profile._raw(v0, new_t, new_v, canonical=True)
+            new_t.insert(j, end)
+            new_v.insert(j, last)
+        elif drop_end:
+            del new_t[j], new_v[j]
+        if not has_start:
+            new_t.insert(i, start)
+            new_v.insert(i, before + delta)
+        elif drop_start:
+            del new_t[i], new_v[i]
+        return Profile._of_arrays(v0, new_t, new_v)
 
     def reserve(self, hosts: int, start: int, end: int | None = None) -> Profile:
         """Take ``hosts`` free hosts over ``[start, end)``; refuses to go below zero."""
@@ -303,6 +331,21 @@ class Profile:
         long_enough = highs >= lows
         return lows[long_enough], highs[long_enough]
 
+    def _runs(self, hosts: int, after: int) -> list[int]:
+        """The runs of steps with ``hosts`` free from ``after`` on, as their bounds: ``[start,
+        end, start, end, ...]``, an odd count when the last run lasts forever. Few numpy calls
+        (a policy pass runs one per cluster per request): only the times where the answer
+        flips leave numpy."""
+        t, v, times = self._t, self._v, self._ta
+        k = (
+            int(t.searchsorted(after, side="right"))
+            if times is None
+            else bisect_right(times, after)
+        )
+        ok = v[k - 1 :] >= hosts if k else np.concatenate(((self._v0 >= hosts,), v >= hosts))
+        flips: list[int] = t[k:][(ok[1:] != ok[:-1]).nonzero()[0]].tolist()
+        return [after, *flips] if ok[0] else flips
+
     def earliest_fit(self, hosts: int, duration: int, after: int) -> int | None:
         """The first start at or after ``after`` that fits ``hosts`` for ``duration`` (or None)."""
         lows, _ = self.fitting_starts(hosts, duration, after)
@@ -352,40 +395,57 @@ def earliest_common_start(
     demands: Iterable[tuple[Profile, int]], duration: int, after: int
 ) -> int | None:
     """:func:`earliest_start` over ``(profile, hosts)`` pairs."""
-    return earliest_joint_start(((p, hosts, duration) for p, hosts in demands), after)
+    runs = [(profile._runs(hosts, after), duration) for profile, hosts in demands]
+    if not runs:
+        raise ValueError("a request names at least one cluster")
+    return _joint_fit(runs, after)
 
 
 def earliest_joint_start(demands: Iterable[tuple[Profile, int, int]], after: int) -> int | None:
     """The first ``s >= after`` where each ``(profile, hosts, duration)`` fits from ``s`` on
     (co-allocated v2 requests may last differently).
 
-    Leapfrogs over each profile's fitting intervals: the candidate only moves forward and each
-    cursor only advances, so the cost is linear in the intervals looked at.
+    Leapfrogs: each profile's first fit from the candidate becomes the new candidate until all
+    agree. The candidate only moves forward, so the cost is linear in the runs looked at.
     """
-    found: list[tuple[IntArray, IntArray]] = []
-    for profile, hosts, duration in demands:
-        lows, highs = profile.fitting_starts(hosts, duration, after)
-        if not lows.size:
-            return None
-        found.append((lows, highs))
-    if not found:
+    runs = [(profile._runs(hosts, after), duration) for profile, hosts, duration in demands]
+    if not runs:
         raise ValueError("a request names at least one cluster")
-    if len(found) == 1:
-        return int(found[0][0][0])
-    ranges = [(lows.tolist(), highs.tolist()) for lows, highs in found]
-    cursors = [0] * len(ranges)
+    return _joint_fit(runs, after)
+
+
+def _joint_fit(runs: Sequence[tuple[list[int], int]], after: int) -> int | None:
+    """:func:`earliest_joint_start` over each profile's :meth:`Profile._runs`."""
+    if len(runs) == 1:
+        return _fit_from(runs[0][0], after, runs[0][1])
     start = after
     while True:
         moved = False
-        for c, (lows_c, highs_c) in enumerate(ranges):
-            k = cursors[c]
-            while k < len(highs_c) and highs_c[k] < start:
-                k += 1
-            if k == len(highs_c):
+        for bounds, duration in runs:
+            fit = _fit_from(bounds, start, duration)
+            if fit is None:
                 return None
-            cursors[c] = k
-            if lows_c[k] > start:
-                start = lows_c[k]
-                moved = True
+            if fit != start:
+                start, moved = fit, True
         if not moved:
             return start
+
+
+def _fit_from(bounds: list[int], start: int, duration: int) -> int | None:
+    """The first ``s >= start`` in a run of ``bounds`` (:meth:`Profile._runs`) lasting
+    ``duration`` from ``s`` on."""
+    x = bisect_right(bounds, start)
+    size = len(bounds)
+    if not x % 2:  # between runs: the next one
+        if x == size:
+            return None
+        start = bounds[x]
+        x += 1
+    while x < size:  # ``start`` lies in the run that ends at bounds[x]
+        if bounds[x] - start >= duration:
+            return start
+        if x + 1 == size:
+            return None
+        start = bounds[x + 1]
+        x += 2
+    return start  # in the last run, which lasts forever
