@@ -287,3 +287,33 @@ def test_a_platform_without_a_front_end_runs_no_job(client):
     answer = client.post(f"/v1/sessions/{sid}/jobs", json=JOB, headers=auth())
     assert_error(answer, 409, "conflict", "no front end", "runs no jobs")
     assert client.get(f"/v1/sessions/{sid}/jobs", headers=auth()).json() == []
+
+
+def test_the_quiet_protocols_parameters_are_taken_and_bounded(client, service):
+    answer = client.post("/v1/sessions", params={"changes": "delta"}, json={}, headers=auth())
+    assert answer.status_code == 201, answer.text
+    sid = answer.json()["session"]
+    quiet = service.passes.told.quiet
+    assert quiet.wants_deltas(sid)
+    assert not quiet.wants_deltas(subscribe(client))  # without the parameter: whole profiles
+    bad = client.post("/v1/sessions", params={"changes": "some"}, json={}, headers=auth())
+    assert_error(bad, 422, "invalid", "changes")
+    first = client.get(f"/v1/sessions/{sid}/events", params={"wait": 5}, headers=auth())
+    seq = first.json()["events"][-1]["seq"]
+    for horizon in (-1, 10**13, "soon"):
+        wrong = client.get(
+            f"/v1/sessions/{sid}/events", params={"after": seq, "horizon": horizon}, headers=auth()
+        )
+        assert_error(wrong, 422, "invalid", "horizon")
+    told = client.get(
+        f"/v1/sessions/{sid}/events",
+        params={"after": seq, "wait": 0, "horizon": 2_000_000_000},
+        headers=auth(),
+    )
+    assert told.status_code == 200, told.text
+    assert quiet.read(sid) == seq
+    assert quiet.horizon(sid, seq) == 2_000_000_000  # for the view it had read
+    assert quiet.horizon(sid, seq + 1) is None  # not for a later one
+    metrics = client.get("/metrics").text
+    assert 'coorm_reservation_calls_total{call="create"}' in metrics
+    assert "coorm_unheeded_changes_total" in metrics
