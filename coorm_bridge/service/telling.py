@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from coorm_bridge.core.messages import Change, availability_changes, first_difference
-from coorm_bridge.core.profile import Profile, earliest_start
+from coorm_bridge.core.horizon import unheeded
+from coorm_bridge.core.messages import Change, availability_changes
+from coorm_bridge.core.profile import Profile
 from coorm_bridge.service.quiet import Quiet
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import SessionRow
@@ -32,7 +33,9 @@ class Told:
         """The changes of ``view`` to send ``row``'s launcher; None when they cannot alter its
         choice (they are sent with the next change that can)."""
         sent = self._sent.get(row.id, {})
-        if self._unheeded(row, sent, view, now):
+        seq, sent_at = self._told.get(row.id, (None, now))
+        horizon = self.quiet.horizon(row.id, seq)
+        if unheeded(sent, sent_at, view, row.request, horizon, now):
             self.stats.unheeded += 1
             return None
         return availability_changes(sent, view, now, deltas=self.quiet.wants_deltas(row.id))
@@ -57,23 +60,3 @@ class Told:
         self._sent = {k: v for k, v in self._sent.items() if k in kept}
         self._told = {k: v for k, v in self._told.items() if k in kept}
         self.quiet.keep(active)
-
-    def _unheeded(
-        self, row: SessionRow, sent: Mapping[str, Profile], view: Mapping[str, Profile], now: int
-    ) -> bool:
-        """Whether every change of ``view`` since ``sent`` lies past the horizon the launcher
-        gave for its choice on ``sent``, so that it cannot alter that choice. A horizon holds
-        until the choice would start in that view: the launcher chose after it was sent, so no
-        later than the start from then."""
-        seq, sent_at = self._told.get(row.id, (None, now))
-        horizon = self.quiet.horizon(row.id, seq)
-        if horizon is None or row.request is None or sent.keys() != view.keys():
-            return False
-        start = earliest_start(sent, row.request.nodes, row.request.duration, sent_at)
-        if start is None or start < now:
-            return False
-        for cluster, profile in view.items():
-            since = first_difference(sent[cluster].steps(now), profile.steps(now))
-            if since is not None and since < horizon:
-                return False
-        return True

@@ -32,10 +32,11 @@ from dataclasses import dataclass, field
 from time import process_time
 
 from coorm_bridge.batchsim import PlatformSpec
-from coorm_bridge.core.messages import Change, availability_changes, first_difference
+from coorm_bridge.core.horizon import unheeded
+from coorm_bridge.core.messages import Change, availability_changes
 from coorm_bridge.core.model import Request
 from coorm_bridge.core.policy import Application, Plan, Policy, PolicyConfig
-from coorm_bridge.core.profile import Profile, earliest_start
+from coorm_bridge.core.profile import Profile
 from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.selection import worth_sending
 from coorm_bridge.launchers.selectors.memo import Memoized
@@ -310,7 +311,10 @@ class Engine:
         launcher = self._launchers[app_id]
         view = plan.view(app_id)
         estimate = plan.outcomes[app_id].estimated_start
-        if self.quiet and self._unheeded_by(launcher, view, now):
+        request = self._table[app_id].request
+        if self.quiet and unheeded(
+            launcher.sent, launcher.sent_at, view, request, launcher.horizon, now
+        ):
             self._unheeded += 1
             if app_id in self._estimated:
                 self._estimates_alone += 1
@@ -321,21 +325,6 @@ class Engine:
         launcher.horizon = None
         self._tell(launcher, now, changes, estimate)
         self._receive(launcher, view, now)
-
-    def _unheeded_by(self, launcher: _Launcher, view: dict[str, Profile], now: int) -> bool:
-        """As the daemon's ``PassRunner._unheeded``."""
-        horizon, sent = launcher.horizon, launcher.sent
-        request = self._table[launcher.app.id].request
-        if horizon is None or request is None or sent.keys() != view.keys():
-            return False
-        start = earliest_start(sent, request.nodes, request.duration, launcher.sent_at)
-        if start is None or start < now:
-            return False
-        return all(
-            (since := first_difference(sent[c].steps(now), p.steps(now))) is None
-            or since >= horizon
-            for c, p in view.items()
-        )
 
     def _tell(
         self, launcher: _Launcher, now: int, changes: list[Change], estimate: int | None
