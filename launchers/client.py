@@ -45,6 +45,7 @@ from coorm_bridge.protocol import (
     SubscribeBody,
     Subscribed,
 )
+from coorm_bridge.protocol_web import Occupancy, Passes
 
 T = TypeVar("T")
 
@@ -62,6 +63,8 @@ _EVENT_PAGE = TypeAdapter(EventPage)
 _STATE = TypeAdapter(StateAnswer)
 _HEALTH = TypeAdapter(Health)
 _CAPS = TypeAdapter(list[CAP])
+_OCCUPANCY = TypeAdapter(Occupancy)
+_PASSES = TypeAdapter(Passes)
 _JOB_ANSWER = TypeAdapter(JobAnswer)
 _JOBS = TypeAdapter(list[JobInfo])
 _JOB = TypeAdapter(JobInfo)
@@ -272,6 +275,30 @@ class BridgeClient:
             prefix=self._events_prefix,
         )
         return page.events
+
+    def occupancy(self, cluster: str) -> Occupancy:
+        """The cluster's hosts and what holds them over time (jobs, placeholders, ghosts)."""
+        return self._call("GET", f"/clusters/{quote(cluster, safe='')}/occupancy", _OCCUPANCY)
+
+    def passes(self, after: int = 0, wait: float = 0.0) -> Passes:
+        """The bridge's pass count, once above ``after`` (waiting up to ``wait`` seconds)."""
+        if not 0 <= wait <= MAX_WAIT:
+            raise ValueError(f"wait must be between 0 and {MAX_WAIT:g} seconds, got {wait}")
+        params = {"after": str(after), "wait": f"{wait:g}"}
+        return self._call("GET", "/passes", _PASSES, params=params, timeout=wait + self.timeout)
+
+    def relay(self, path: str, params: Mapping[str, str], timeout: float) -> tuple[int, str, bytes]:
+        """A read of ``/v1<path>`` answered as it is (status, content type, body): what
+        ``coorm-bridge web`` passes on to its pages (:class:`BridgeUnreachable` if none)."""
+        url = f"{self._base}{API_PREFIX}{path}"
+        try:
+            answer = self._http.get(url, params=params, timeout=timeout, verify=self._verify)
+        except (requests.ConnectionError, requests.Timeout) as error:
+            raise BridgeUnreachable(f"no answer from the bridge at {self.url}: {error}") from error
+        except requests.RequestException as error:
+            raise BridgeError(0, "request_failed", f"GET {url}: {error}") from error
+        kind = answer.headers.get("content-type", "application/json")
+        return answer.status_code, kind, answer.content
 
     def done(self, session: str) -> StateAnswer:
         """The application finished with its allocation (the hosts become a ghost, then free)."""

@@ -27,6 +27,8 @@ from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response,
 from coorm_bridge.http.metrics import BridgeCollector
 from coorm_bridge.http.routes import metrics_router, router
 from coorm_bridge.http.routes_v2 import router as router_v2
+from coorm_bridge.http.routes_web import pages
+from coorm_bridge.http.routes_web import router as router_web
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
 from coorm_bridge.protocol_v2 import API_V2_PREFIX
 from coorm_bridge.service.errors import SessionError
@@ -179,7 +181,9 @@ def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> Fas
     app.state.notifier = notifier
     app.state.registry = registry
     app.include_router(router, prefix=API_PREFIX)
+    app.include_router(router_web, prefix=API_PREFIX)
     app.include_router(router_v2, prefix=API_V2_PREFIX)
+    app.mount("/ui", pages(), name="ui")
     app.include_router(metrics_router)
     app.add_exception_handler(SessionError, _refused)  # type: ignore[arg-type]
     app.add_exception_handler(Unauthenticated, _refused)  # type: ignore[arg-type]

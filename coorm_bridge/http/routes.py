@@ -221,17 +221,21 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     after: Annotated[int, Query(ge=0, le=MAX_SEQ)] = 0,
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
     horizon: Annotated[int | None, Query(ge=0, le=MAX_TIME)] = None,
+    watch: bool = False,
 ) -> EventPage:
     """Events numbered above ``after``; waits up to ``wait`` seconds for the first one, or
     until the server stops. ``horizon``: from this time on, no change of the view held after
     event ``after`` can alter the selector's choice; such changes are not sent until one that
-    can comes (an older bridge ignores it and sends them all)."""
+    can comes (an older bridge ignores it and sends them all). ``watch``: the reader follows
+    the session (a web page), it is not its launcher: its polls keep no session alive."""
     return await long_poll(
         request,
         response,
         session_id,
         wait,
-        lambda: bridge.events(user, session_id, after, horizon=horizon),
+        lambda: bridge.events(
+            user, session_id, after, horizon=None if watch else horizon, watcher=watch
+        ),
     )
 
 

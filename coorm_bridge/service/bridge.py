@@ -23,12 +23,14 @@ from coorm_bridge.core.messages import CAP, Event, View
 from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request, describe
 from coorm_bridge.core.states import ACTIVE, PLACED, AppState
 from coorm_bridge.protocol import ClusterHealth, Health, RequestAnswer, SessionInfo, Subscribed
+from coorm_bridge.protocol_web import Occupancy
 from coorm_bridge.service.batchrules import BatchRules
 from coorm_bridge.service.catalogue import Catalogue
 from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
 from coorm_bridge.service.limits import UserLimits
+from coorm_bridge.service.occupancy import occupancy
 from coorm_bridge.service.passes import PassRunner, session_end
 from coorm_bridge.service.polling import Poller
 from coorm_bridge.service.problems import Problems
@@ -259,14 +261,18 @@ class Bridge:
         after: int,
         limit: int = 1000,
         horizon: int | None = None,
+        *,
+        watcher: bool = False,
     ) -> list[Event]:
         """Long polls call this on every wake-up: it reads without the bridge's lock or the
         store's writer, so launchers are never held up by a pass in progress. ``horizon``: the
-        owner's launcher's word on its last choice (:mod:`.quiet`)."""
+        owner's launcher's word on its last choice (:mod:`.quiet`). ``watcher``: a page or a
+        terminal following the session, not its launcher: its reads keep nothing alive and say
+        nothing of what the launcher read."""
         owner = self.store.owner(session_id)
         if owner is None or (owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
-        if owner == user:
+        if owner == user and not watcher:
             self.silence.heard(session_id, self.now())  # a launcher's long poll: it is alive
             self.quiet.heard(session_id, after, horizon)
         try:
@@ -309,4 +315,28 @@ class Bridge:
             sessions=len(self.store.sessions(states=ACTIVE, requests=False)),
             problems=problems,
             drained=tuple(self.store.drained()),
+        )
+
+    def occupancy(self, user: str, cluster: str) -> Occupancy:
+        """What holds the cluster's hosts over time, as its last snapshot and the store show it
+        (``GET /v1/clusters/{cluster}/occupancy``); a user sees whose only for their own."""
+        statuses = self.poller.statuses()
+        if cluster not in statuses:
+            raise NotFound(f"no cluster {cluster}")
+        status = statuses[cluster]
+        placeholders = [p for p in self.store.placeholders() if p.cluster == cluster]
+        wanted = {p.session_id for p in placeholders}
+        sessions = {row.id: row for row in self.store.sessions() if row.id in wanted}
+        admin = self.is_admin(user)
+        now = self.now()
+        return occupancy(
+            cluster=cluster,
+            now=now,
+            snapshot=status.snapshot,
+            stale=status.stale,
+            horizon=now + self.config.placement.horizon,
+            placeholders=placeholders,
+            sessions=sessions,
+            sees=lambda owner: admin or owner == user,
+            passes=self.stats.passes,
         )
