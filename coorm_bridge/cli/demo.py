@@ -18,6 +18,7 @@ from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 from coorm_bridge.launchers.private import PrivateDaemonError, private_daemon
+from coorm_bridge.web.address import find
 
 RUN_SECONDS = 3
 #: How long each application asks for, and the margin its selector keeps free after it.
@@ -28,13 +29,23 @@ START_TIMEOUT = 300
 
 
 def run_demo(
-    url: str | None, token: str | None, *, start_daemon: bool = False, ca: str | None = None
+    url: str | None,
+    token: str | None,
+    *,
+    start_daemon: bool = False,
+    ca: str | None = None,
+    run: int = RUN_SECONDS,
 ) -> int:
+    """``run``: how long the applications run before they are done (long enough to watch
+    them in ``coorm-bridge web``: less than their allocation, DURATION)."""
+    if not 1 <= run <= DURATION - SLACK:
+        print(f"coorm-bridge demo: --run must be 1 to {DURATION - SLACK} seconds", file=sys.stderr)
+        return 2
     try:
         if start_daemon:
             with private_daemon() as private:
-                return _demo(BridgeClient(private))
-        return _demo(BridgeClient(url, token=token, verify=ca))
+                return _demo(BridgeClient(private), run)
+        return _demo(BridgeClient(url, token=token, verify=ca), run)
     except (BridgeError, DemoError, PrivateDaemonError) as error:
         print(f"coorm-bridge demo: {error}", file=sys.stderr)
         return 1
@@ -44,7 +55,7 @@ class DemoError(Exception):
     pass
 
 
-def _demo(client: BridgeClient) -> int:
+def _demo(client: BridgeClient, run: int) -> int:
     infos = sorted(client.clusters(), key=lambda c: -c.hosts)
     if len(infos) < 2:
         raise DemoError("the platform has fewer than two clusters: nothing to co-allocate")
@@ -104,8 +115,9 @@ def _demo(client: BridgeClient) -> int:
         f"\nco-allocated: {'yes' if both else 'NO'} -- each application starts on "
         f"{a.name} and {b.name} at one instant, inside placeholder reservations"
     )
-    print(f"running for {RUN_SECONDS} s, then done...")
-    time.sleep(RUN_SECONDS)
+    _links(client, (a.name, b.name))
+    print(f"running for {run} s, then done...")
+    time.sleep(run)
     for name, sid, _ in sessions:
         client.done(sid)
         info = client.session(sid)
@@ -117,6 +129,15 @@ def _demo(client: BridgeClient) -> int:
             if event.type == "ended":
                 print(f"[{name}] ended ({event.state.value}): placeholders released")
     return 0 if both else 1
+
+
+def _links(client: BridgeClient, clusters: tuple[str, ...]) -> None:
+    """Where to watch the placeholders, when the user's ``coorm-bridge web`` reads this bridge."""
+    web = find(client.url)
+    if web is None:
+        return
+    for cluster in clusters:
+        print(f"see them among the local jobs: {web.page(f'cluster.html?c={cluster}')}")
 
 
 def _wait_start(client: BridgeClient, name: str, sid: str, seen: int) -> StartEvent:

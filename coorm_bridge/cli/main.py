@@ -49,6 +49,7 @@ def build_parser() -> argparse.ArgumentParser:
         ("cancel", "end a session by force; its launcher is told the reason"),
         ("drain", "make no new placeholder on a cluster until it is resumed (admins)"),
         ("resume", "let placeholders be made on a drained cluster again (admins)"),
+        ("web", "Gantt charts of the clusters and your sessions, live in a browser"),
     ):
         sub = commands.add_parser(name, help=text, description=text)
         sub.add_argument(
@@ -81,11 +82,28 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("cluster", help="the cluster's name")
         if name == "drain":
             sub.add_argument("--reason", default=None, help="why (shown with the drain, logged)")
+        if name == "web":
+            sub.add_argument(
+                "--listen",
+                default="127.0.0.1",
+                help="the address to serve on (default: loopback only)",
+            )
+            sub.add_argument(
+                "--port", type=int, default=0, help="the port (default: any free one, printed)"
+            )
         if name == "demo":
             sub.add_argument(
                 "--start-daemon",
                 action="store_true",
                 help="start a private daemon on the mock platform for the demo, stop it after",
+            )
+            sub.add_argument(
+                "--run",
+                type=int,
+                default=3,
+                metavar="SECONDS",
+                help="how long the applications run (default 3; up to 90, to watch them in "
+                "coorm-bridge web)",
             )
     return parser
 
@@ -113,7 +131,13 @@ def _status(a: argparse.Namespace) -> int:
 def _demo(a: argparse.Namespace) -> int:
     from coorm_bridge.cli.demo import run_demo  # noqa: PLC0415 - when it runs
 
-    return run_demo(a.url, a.token, start_daemon=a.start_daemon, ca=a.ca)
+    return run_demo(a.url, a.token, start_daemon=a.start_daemon, ca=a.ca, run=a.run)
+
+
+def _web(a: argparse.Namespace) -> int:
+    from coorm_bridge.web.server import serve_pages  # noqa: PLC0415 - when it runs
+
+    return serve_pages(a.url, a.token, a.ca, a.listen, a.port)
 
 
 def _admin(a: argparse.Namespace) -> int:
@@ -133,6 +157,7 @@ COMMANDS: dict[str, Callable[[argparse.Namespace], int]] = {
     "serve": _serve,
     "status": _status,
     "demo": _demo,
+    "web": _web,
     **dict.fromkeys(("sessions", "cancel", "drain", "resume"), _admin),
 }
 

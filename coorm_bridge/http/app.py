@@ -27,7 +27,6 @@ from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response,
 from coorm_bridge.http.metrics import BridgeCollector
 from coorm_bridge.http.routes import metrics_router, router
 from coorm_bridge.http.routes_v2 import router as router_v2
-from coorm_bridge.http.routes_web import pages
 from coorm_bridge.http.routes_web import router as router_web
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
 from coorm_bridge.protocol_v2 import API_V2_PREFIX
@@ -35,6 +34,7 @@ from coorm_bridge.service.errors import SessionError
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.service.wiring import Service
 from coorm_bridge.store import StoreFull
+from coorm_bridge.web import pages
 
 log = logging.getLogger(__name__)
 

@@ -14,14 +14,12 @@ import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
-from starlette.staticfiles import StaticFiles
 
 from coorm_bridge.core.model import Name
 from coorm_bridge.http.routes import ERRORS, TheBridge, User, blocking
 from coorm_bridge.protocol import MAX_WAIT
 from coorm_bridge.protocol_web import Occupancy, Passes
 from coorm_bridge.service.stats import Stats
-from coorm_bridge.web import STATIC
 
 router = APIRouter(responses=ERRORS)
 
@@ -56,8 +54,3 @@ async def passes(
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(notifier.passed.wait(), timeout=left)
     return Passes(passes=stats.passes, time=bridge.now())
-
-
-def pages() -> StaticFiles:
-    """The pages, served as files from the installed package (nothing fetched at run time)."""
-    return StaticFiles(directory=STATIC, html=True)

@@ -12,4 +12,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from starlette.staticfiles import StaticFiles
+
 STATIC = Path(__file__).parent / "static"
+
+
+def pages() -> StaticFiles:
+    """The pages, served as files from the installed package (nothing fetched at run time)."""
+    return StaticFiles(directory=STATIC, html=True)

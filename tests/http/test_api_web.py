@@ -119,3 +119,13 @@ def test_a_watchers_reads_keep_no_session_alive(client, bridge, monkeypatch):
         404,
         "not_found",
     )
+
+
+def test_the_pages_are_served_without_data_or_identity(client):
+    page = client.get("/ui/")
+    assert page.status_code == 200
+    assert page.headers["content-type"].startswith("text/html")
+    for name in ("cluster.html", "session.html", "coorm.js", "gantt.js", "coorm.css", "index.html"):
+        assert client.get(f"/ui/{name}").status_code == 200, name
+    assert client.get("/ui/../pyproject.toml").status_code == 404
+    assert client.get("/ui/%2e%2e/http/app.py").status_code == 404
