@@ -47,14 +47,17 @@ const sleep = (ms) => new Promise((done) => setTimeout(done, ms));
  * showing what went wrong in the page's banner and trying again while the bridge is away. */
 export async function live(refresh) {
   let passes = -1;
-  let last = 0;
+  let last = -Infinity;
   for (;;) {
     try {
-      if (passes < 0) passes = (await api("/passes")).passes;
       const wait = 1000 - (performance.now() - last);
       if (wait > 0) await sleep(wait);
       last = performance.now();
+      // The count is asked first (then the data, without waiting for it): what is drawn is at
+      // least as new as the pass counted, so the next pass is the next change to show.
+      const counted = passes < 0 ? api("/passes") : null;
       await refresh();
+      if (counted) passes = (await counted).passes;
       problem(null);
       for (;;) {
         const next = await api("/passes", { after: passes, wait: 25 });
@@ -138,4 +141,5 @@ export function drawn(name, ms) {
   const body = document.body;
   body.dataset[name] = String(Number(body.dataset[name] ?? 0) + 1);
   if (ms !== undefined) body.dataset[`${name}Ms`] = ms.toFixed(1);
+  body.dataset[`${name}At`] = performance.now().toFixed(1); // since the navigation's start
 }
