@@ -81,6 +81,21 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("cluster", help="the cluster's name")
         if name == "drain":
             sub.add_argument("--reason", default=None, help="why (shown with the drain, logged)")
+        if name == "status":
+            sub.add_argument(
+                "--watch",
+                action="store_true",
+                help="keep the display up to date, redrawn after each of the bridge's passes "
+                "(at most once a second), until Ctrl-C",
+            )
+            sub.add_argument(
+                "--hours",
+                type=_hours,
+                default=6.0,
+                metavar="H",
+                help="with --watch: the hours each cluster's chart of free hosts covers "
+                "(default 6)",
+            )
         if name == "demo":
             sub.add_argument(
                 "--start-daemon",
@@ -88,6 +103,16 @@ def build_parser() -> argparse.ArgumentParser:
                 help="start a private daemon on the mock platform for the demo, stop it after",
             )
     return parser
+
+
+def _hours(text: str) -> float:
+    try:
+        hours = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of hours: {text!r}") from None
+    if not 0.01 <= hours <= 24 * 28:
+        raise argparse.ArgumentTypeError(f"between 0.01 and {24 * 28} hours, got {text}")
+    return hours
 
 
 # Each command imports what it needs when it runs: the daemon's (FastAPI, the policy, the
@@ -105,6 +130,10 @@ def _serve(a: argparse.Namespace) -> int:
 
 
 def _status(a: argparse.Namespace) -> int:
+    if a.watch:
+        from coorm_bridge.cli.watch import watch  # noqa: PLC0415 - when it runs
+
+        return watch(a.url, a.token, a.ca, hours=a.hours)
     from coorm_bridge.cli.status import show_status  # noqa: PLC0415 - when it runs
 
     return show_status(a.url, a.token, a.ca)
