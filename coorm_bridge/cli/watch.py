@@ -26,6 +26,7 @@ from rich.text import Text
 from coorm_bridge.cli.status import _batch, _session_row, clock, escaped
 from coorm_bridge.core.messages import CAP
 from coorm_bridge.core.model import ClusterInfo
+from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 from coorm_bridge.protocol import Health, SessionInfo
 
@@ -182,7 +183,7 @@ def _sessions(reading: Reading) -> RenderableType:
         table.add_column(name, no_wrap=name in ("SESSION", "STATE", "START", "END"))
     for session in reading.sessions:
         start = session.started_at if session.started_at is not None else session.estimated_start
-        never = start is None and session.request is not None
+        never = start is None and session.state is AppState.WAITING  # not before the pass
         row = (
             *_session_row(session, reading.health)[:5],
             "never" if never else short_clock(start, now),

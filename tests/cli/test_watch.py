@@ -4,6 +4,7 @@ bridge, and the command against a real daemon on the mock platform."""
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import os
 import re
@@ -22,6 +23,7 @@ from coorm_bridge.cli import watch as watch_module
 from coorm_bridge.cli.watch import BLOCKS, Reading, bar, free_at, level, render, scale, slots
 from coorm_bridge.core.messages import CAP
 from coorm_bridge.core.model import ClusterInfo, Request
+from coorm_bridge.core.states import AppState
 from coorm_bridge.launchers.client import BridgeUnreachable
 from coorm_bridge.protocol import ClusterHealth, Health, SessionInfo
 from coorm_bridge.protocol_web import Passes
@@ -134,6 +136,15 @@ def test_the_display_shows_the_header_a_line_per_cluster_and_the_sessions():
     session = next(line for line in lines if line.startswith("s" * 16))
     clock = time.strftime("%H:%M:%S", time.localtime(NOW + 60))
     assert session.split() == ["s" * 16, "alice", "climate", "waiting", "c1:2", "60s", clock, "-"]
+
+
+@pytest.mark.parametrize(("state", "start"), [("waiting", "never"), ("request_sent", "-")])
+def test_a_session_without_an_estimate_starts_never_once_placed(state, start):
+    waiting = reading()
+    update = {"state": AppState(state), "estimated_start": None}
+    session = waiting.sessions[0].model_copy(update=update)
+    lines = shown(render("unix:///b.sock", dataclasses.replace(waiting, sessions=[session]), 6))
+    assert next(line for line in lines if line.startswith("s" * 16)).split()[-2:] == [start, "-"]
 
 
 def test_texts_from_the_bridge_are_escaped_and_never_markup():
