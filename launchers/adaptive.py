@@ -35,7 +35,7 @@ from coorm_bridge.launchers.app import AppSpec
 from coorm_bridge.launchers.application import Application, Notice
 from coorm_bridge.launchers.client import BridgeError, BridgeUnreachable
 from coorm_bridge.launchers.deploy import Deployer, DeployError, deployer_for
-from coorm_bridge.launchers.display import Display
+from coorm_bridge.launchers.display import Display, session_page
 from coorm_bridge.launchers.evolving import EvolvingClient
 from coorm_bridge.launchers.rundir import DEFAULT_ROOT, JobPlan, command_on
 from coorm_bridge.launchers.session import Interrupts, Reconnecting, feed
@@ -136,6 +136,9 @@ class AdaptiveRun(ABC):
             f"session {session} at the bridge ({self.app.kind} on {self.cluster}); "
             f"run directory {self.folder}"
         )
+        link = session_page(client.url, session)
+        if link is not None:
+            self.display.page(session, link)
         threading.Thread(target=self._follow, name="coorm-events", daemon=True).start()
         return self.body()
 

@@ -18,6 +18,7 @@ from coorm_bridge.core.model import Request
 
 if TYPE_CHECKING:
     from rich.live import Live
+    from rich.text import Text
 
 
 class Display(Protocol):
@@ -35,7 +36,26 @@ class Display(Protocol):
     def tick(self) -> None:
         """Once a second: a live line redraws its countdown."""
 
+    def page(self, session: str, link: str) -> None:
+        """The session's page (``coorm-bridge web``): said once, on stderr; a live line ends
+        with its short form."""
+
     def close(self) -> None: ...
+
+
+def session_page(bridge: str, session: str) -> str | None:
+    """The link to the session's page on the user's ``coorm-bridge web``, if one runs for this
+    bridge (its address file names it, its process is alive)."""
+    from coorm_bridge.launchers.web_address import find  # noqa: PLC0415 - once, when subscribed
+
+    address = find(bridge)
+    link = None if address is None else address.session_page(session)
+    return link if link is not None and link.isprintable() else None
+
+
+def short_link(link: str) -> str:
+    """A page link as the live line shows it: without its scheme and its token (the fragment)."""
+    return link.partition("#")[0].partition("://")[2] or link
 
 
 def clock(t: int) -> str:
@@ -107,6 +127,9 @@ class PlainDisplay:
     def tick(self) -> None:
         pass
 
+    def page(self, session: str, link: str) -> None:
+        self._line(self.err, f"session {session}: {link}")
+
     def close(self) -> None:
         pass
 
@@ -120,13 +143,16 @@ class LiveDisplay:
 
         self.console = Console(highlight=False)
         self._state: tuple[str, Request | None, int | None, str] = ("starting", None, None, "")
+        self._link: str | None = None
         self.live: Live = Live(
             self._render(), console=self.console, auto_refresh=False, transient=True
         )
         self.live.start()
 
-    def _render(self) -> str:
+    def _render(self) -> Text:
         from rich.markup import escape  # noqa: PLC0415
+        from rich.style import Style  # noqa: PLC0415
+        from rich.text import Text  # noqa: PLC0415
 
         state, request, estimated, detail = self._state
         parts = [
@@ -136,7 +162,12 @@ class LiveDisplay:
         ]
         if detail:
             parts.append(escape(detail))
-        return "  ·  ".join(parts)
+        line = Text.from_markup("  ·  ".join(parts))
+        if self._link is not None:  # the short form, a link to the whole one where terminals can
+            page = Text.assemble("  ·  ", (short_link(self._link), Style(link=self._link)))
+            if line.cell_len + page.cell_len <= self.console.width:
+                line.append_text(page)
+        return line
 
     def status(
         self, state: str, request: Request | None, estimated: int | None, detail: str = ""
@@ -156,6 +187,19 @@ class LiveDisplay:
 
     def tick(self) -> None:
         self.live.update(self._render(), refresh=True)
+
+    def page(self, session: str, link: str) -> None:
+        from rich.text import Text  # noqa: PLC0415
+
+        self._link = link
+        said = f"session {session}: {link}"
+        if sys.stderr.isatty():  # the terminal: above the live line, whole on one line to copy
+            stamp = Text(clock(int(time.time())), "dim")
+            self.console.print(Text.assemble(stamp, " ", said), soft_wrap=True)
+        else:  # the real stderr, which rich sends to the terminal while the live line shows
+            err = getattr(sys.stderr, "rich_proxied_file", sys.stderr)
+            print(f"coorm-launch: {said}", file=err, flush=True)
+        self.tick()
 
     def close(self) -> None:
         self.live.stop()

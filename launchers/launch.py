@@ -168,16 +168,18 @@ def _launch(app: AppSpec, plan: Plan, args: Any) -> int:
         return BridgeClient(args.url, token=args.token, verify=args.ca, **options)
 
     try:
-        connect().close()  # a bad URL is a usage error, before anything is shown
+        probe = connect()  # a bad URL is a usage error, before anything is shown
     except ValueError as error:
         print(f"coorm-launch: {error}", file=sys.stderr)
         return EXIT_USAGE
+    probe.close()
     launch = Launch(
         app=app,
         selection=Selection(selector, app),
         connect=connect,
         display=make_display(sys.stdout, plain=True if args.plain else None),
         run_root=args.run_root,
+        bridge_url=probe.url,
     )
     return _drive(launch)
 

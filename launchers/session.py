@@ -41,7 +41,7 @@ from coorm_bridge.launchers.app import AppSpec
 from coorm_bridge.launchers.client import BridgeError, BridgeUnreachable
 from coorm_bridge.launchers.deploy import Deployer, DeployError, deployer_for
 from coorm_bridge.launchers.deploy.run import Run
-from coorm_bridge.launchers.display import Display, clock, request_text
+from coorm_bridge.launchers.display import Display, clock, request_text, session_page
 from coorm_bridge.launchers.rundir import prepare
 from coorm_bridge.launchers.selection import CurrentView, Horizons, Selection, SelectorError
 
@@ -128,6 +128,8 @@ class Launch:
     platform run faster than real time (``coorm-sim validate``'s launchers read its clock)."""
     events: queue.Queue[Event | Reconnecting | BaseException] = field(default_factory=queue.Queue)
     horizons: Horizons = field(default_factory=Horizons)
+    bridge_url: str | None = None
+    """The bridge's URL, to link to the session's page when ``coorm-bridge web`` runs for it."""
 
     def run(self) -> int:
         """The whole run; its exit status."""
@@ -146,6 +148,9 @@ class Launch:
         self.display.note(
             f"session {self.session} at the bridge; clusters: {', '.join(clusters) or 'none'}"
         )
+        link = None if self.bridge_url is None else session_page(self.bridge_url, self.session)
+        if link is not None:
+            self.display.page(self.session, link)
         if not clusters:
             self.display.warn("the filter lets no cluster through: nothing to run on")
             self._withdraw(bridge)

@@ -30,8 +30,10 @@ ALLOWED = {
     "store": {"core"},
     "placement": {"core", "adapters", "store"},
     "service": {"core", "paths", "protocol", "adapters", "store", "placement"},
-    "http": {"core", "paths", "protocol", "adapters", "store", "placement", "service"},
+    "http": {"core", "paths", "protocol", "adapters", "store", "placement", "service", "web"},
     "launchers": {"core", "paths", "protocol"},
+    # The pages, and the page server that reads the bridge as a launcher does.
+    "web": {"core", "paths", "protocol", "launchers"},
     "cli": {
         "core",
         "paths",
@@ -42,6 +44,7 @@ ALLOWED = {
         "service",
         "http",
         "launchers",
+        "web",
     },
     # coorm-sim: the policy, placement and selectors driven in virtual time (no store, no server).
     "sim": {"core", "paths", "protocol", "adapters", "placement", "launchers", "batchsim"},
@@ -85,7 +88,8 @@ def layer_of(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "root"
-    return "protocol" if parts[1] == "protocol_v2" else parts[1]  # v1's and v2's bodies
+    # v1's and v2's bodies, and what the pages read
+    return "protocol" if parts[1] in ("protocol_v2", "protocol_web") else parts[1]
 
 
 def package_modules() -> dict[str, Path]:

@@ -18,7 +18,7 @@ from coorm_bridge.core.model import Filter, Request
 from coorm_bridge.core.profile import Profile
 from coorm_bridge.launchers.client import BridgeClient, BridgeError
 from coorm_bridge.launchers.private import PrivateDaemonError, private_daemon
-from coorm_bridge.web.address import find
+from coorm_bridge.launchers.web_address import find
 
 RUN_SECONDS = 3
 #: How long each application asks for, and the margin its selector keeps free after it.

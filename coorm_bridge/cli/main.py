@@ -91,6 +91,21 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "--port", type=int, default=0, help="the port (default: any free one, printed)"
             )
+        if name == "status":
+            sub.add_argument(
+                "--watch",
+                action="store_true",
+                help="keep the display up to date, redrawn after each of the bridge's passes "
+                "(at most once a second), until Ctrl-C",
+            )
+            sub.add_argument(
+                "--hours",
+                type=_hours,
+                default=6.0,
+                metavar="H",
+                help="with --watch: the hours each cluster's chart of free hosts covers "
+                "(default 6)",
+            )
         if name == "demo":
             sub.add_argument(
                 "--start-daemon",
@@ -108,6 +123,16 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _hours(text: str) -> float:
+    try:
+        hours = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of hours: {text!r}") from None
+    if not 0.01 <= hours <= 24 * 28:
+        raise argparse.ArgumentTypeError(f"between 0.01 and {24 * 28} hours, got {text}")
+    return hours
+
+
 # Each command imports what it needs when it runs: the daemon's (FastAPI, the policy, the
 # adapters) costs about a second and a half of CPU, which ``status`` or ``--version`` need not pay.
 
@@ -123,6 +148,10 @@ def _serve(a: argparse.Namespace) -> int:
 
 
 def _status(a: argparse.Namespace) -> int:
+    if a.watch:
+        from coorm_bridge.cli.watch import watch  # noqa: PLC0415 - when it runs
+
+        return watch(a.url, a.token, a.ca, hours=a.hours)
     from coorm_bridge.cli.status import show_status  # noqa: PLC0415 - when it runs
 
     return show_status(a.url, a.token, a.ca)

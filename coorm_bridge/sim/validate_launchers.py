@@ -130,6 +130,9 @@ class Quiet:
     def tick(self) -> None:
         pass
 
+    def page(self, session: str, link: str) -> None:
+        pass
+
     def close(self) -> None:
         pass
 

@@ -25,9 +25,9 @@ from fastapi import FastAPI, Header, Request
 from fastapi.responses import JSONResponse, RedirectResponse, Response
 
 from coorm_bridge.launchers.client import BridgeClient, BridgeError, BridgeUnreachable
+from coorm_bridge.launchers.web_address import WebAddress, announce, withdraw
 from coorm_bridge.protocol import MAX_WAIT
 from coorm_bridge.web import pages
-from coorm_bridge.web.address import WebAddress, announce, withdraw
 
 log = logging.getLogger(__name__)
 

@@ -4,6 +4,8 @@ what is waited through, what ends the run and with which exit status, what is ca
 from __future__ import annotations
 
 import io
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -14,12 +16,14 @@ from pydantic import TypeAdapter
 from coorm_bridge.core.messages import CAP, Allocation, Change, ChangeKind, Event, StartEvent
 from coorm_bridge.core.model import ClusterInfo, Interconnect, Request
 from coorm_bridge.launchers import session as session_module
+from coorm_bridge.launchers import web_address as address
 from coorm_bridge.launchers.app import parse_app
 from coorm_bridge.launchers.client import BridgeError
 from coorm_bridge.launchers.deploy.base import Deployer, JobStatus
 from coorm_bridge.launchers.display import PlainDisplay
 from coorm_bridge.launchers.selection import Selection
 from coorm_bridge.launchers.session import Launch
+from coorm_bridge.launchers.web_address import WebAddress
 from coorm_bridge.protocol import RequestAnswer, StateAnswer, Subscribed
 
 APP = """
@@ -273,3 +277,44 @@ def test_a_new_selection_is_sent_only_when_it_gains_min_gain(
     sent = [call for call in calls if call.startswith("request")]
     assert sent == ["request {'c1': 3, 'c2': 1}", "request {'c1': 2, 'c2': 1}"][:requests]
     assert "computed configurations: 2" in said
+
+
+@pytest.mark.parametrize("web", ["running", "for another bridge", "gone", "none"])
+def test_the_sessions_page_is_linked_once_on_stderr_when_coorm_bridge_web_runs(
+    tmp_path, monkeypatch, web
+):
+    path = tmp_path / "web.json"
+    token = "t0k3n" * 4
+    if web != "none":
+        pid = os.getpid() if web != "gone" else gone_pid()
+        bridge = "unix:///other.sock" if web == "for another bridge" else "unix:///b.sock"
+        found = WebAddress(url="http://127.0.0.1:8123", token=token, bridge=bridge, pid=pid)
+        address.announce(found, path)
+    monkeypatch.setattr(address, "address_file", lambda: path)
+    monkeypatch.setattr(
+        session_module, "deployer_for",
+        lambda info, front_end, session: FakeDeployer(info.name, {"c1": [JobStatus(
+            "completed", 0)], "c2": [JobStatus("completed", 0)]}, []),
+    )  # fmt: skip
+    app = parse_app(APP)
+    out, err = io.StringIO(), io.StringIO()
+    launch = Launch(
+        app=app,
+        selection=Selection(Fixed(), app),
+        connect=lambda **options: FakeBridge([change(1), start(2)], []),
+        display=PlainDisplay(out, err),
+        run_root=tmp_path,
+        bridge_url="unix:///b.sock",
+    )
+    assert launch.run() == 0
+    link = f"http://127.0.0.1:8123/ui/session.html?id=s1#token={token}"
+    said = [line.split(" ", 1)[1] for line in err.getvalue().splitlines() if "s1: " in line]
+    assert said == ([f"coorm-launch: session s1: {link}"] if web == "running" else [])
+    assert token not in out.getvalue()
+
+
+def gone_pid() -> int:
+    """A process id that is no process's any more (a child, reaped)."""
+    child = subprocess.Popen(["true"])
+    child.wait()
+    return child.pid
