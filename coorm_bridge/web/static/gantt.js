@@ -8,7 +8,7 @@ export const COLOURS = {
   reservation: "#edc948",
   placeholder: "#f28e2b",
   ghost: "#b07aa1",
-  pending: "#d5dbe3",
+  pending: "#b9c3d0",
   running: "#6f8fb8",
   inside: "#c4540a",
   down: "rgba(225, 87, 89, 0.35)",
