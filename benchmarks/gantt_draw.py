@@ -160,7 +160,7 @@ def main() -> None:
         for _ in range(a.loads):
             page = browser.new_page(viewport={"width": 1600, "height": 1000})
             page.goto(f"{base}/ui/cluster.html?c=big#token=bench")
-            page.wait_for_function("Number(document.body.dataset.drawn ?? 0) >= 1")
+            page.wait_for_function("() => Number(document.body.dataset.drawn ?? 0) >= 1")
             first.append(float(page.evaluate("document.body.dataset.drawnAt")))
             sets.append(
                 page.evaluate(

@@ -86,7 +86,8 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument(
                 "--listen",
                 default="127.0.0.1",
-                help="the address to serve on (default: loopback only)",
+                help="the loopback address to serve on (default 127.0.0.1; others are refused: "
+                "the token would cross the network in clear)",
             )
             sub.add_argument(
                 "--port", type=int, default=0, help="the port (default: any free one, printed)"

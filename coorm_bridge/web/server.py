@@ -11,6 +11,7 @@ through, and only those the pages make: nothing a page does can change a session
 from __future__ import annotations
 
 import hmac
+import ipaddress
 import logging
 import os
 import re
@@ -102,6 +103,18 @@ def serve_pages(
             found = local.client = BridgeClient(url, token=bridge_token, verify=ca)
         return found
 
+    try:
+        loopback = ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        # The token would cross the network in clear: other machines reach the pages through
+        # an SSH tunnel to this port, or the daemon's own TLS listener (its /ui/).
+        print(
+            f"coorm-bridge web: {host} is not a loopback address: serve on 127.0.0.1 or ::1 "
+            "and forward the port over SSH, or open the daemon's TLS listener's /ui/"
+        )
+        return 2
     token = secrets.token_urlsafe(24)
     listener = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
     listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

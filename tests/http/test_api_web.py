@@ -3,6 +3,7 @@ to wait on, a watcher's reads of a session's events, and the pages themselves un
 
 from __future__ import annotations
 
+from coorm_bridge.core.batch import NodeState
 from tests.http.api import ALICE, BOB, ROOT
 from tests.http.test_api import assert_error, auth, subscribe
 
@@ -36,7 +37,7 @@ def placeholders(client, token, cluster):
 def test_the_occupancy_shows_a_started_sessions_placeholders_on_their_hosts(client):
     sid, start = started(client)
     body, (bar,) = placeholders(client, ALICE, "c1")
-    assert [h["name"] for h in body["hosts"]] == [f"c1-{i}" for i in range(8)] or body["hosts"]
+    assert [h["name"] for h in body["hosts"]] == [f"c1-{i}" for i in range(8)]
     names = [body["hosts"][row]["name"] for row in bar["rows"]]
     assert sorted(names) == sorted(start["allocations"]["c1"]["hosts"])
     assert bar["session"] == sid
@@ -125,7 +126,27 @@ def test_the_pages_are_served_without_data_or_identity(client):
     page = client.get("/ui/")
     assert page.status_code == 200
     assert page.headers["content-type"].startswith("text/html")
-    for name in ("cluster.html", "session.html", "coorm.js", "gantt.js", "coorm.css", "index.html"):
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert "<script>" not in page.text  # every script is a file: the policy allows no other
+    for name in ("cluster.html", "session.html", "coorm.js", "gantt.js", "coorm.css", "index.js"):
         assert client.get(f"/ui/{name}").status_code == 200, name
     assert client.get("/ui/../pyproject.toml").status_code == 404
     assert client.get("/ui/%2e%2e/http/app.py").status_code == 404
+
+
+def test_down_and_drained_hosts_are_shown_with_their_state(client, service):
+    controls = service.adapter.site.controls
+    controls.set_node_state("c1", "c1-3", NodeState.DOWN)
+    controls.set_node_state("c1", "c1-5", NodeState.DRAINED)
+    passes = client.get("/v1/passes", headers=auth()).json()["passes"]
+    while True:  # the next snapshot shows them: wait for passes until it is read
+        body = client.get("/v1/clusters/c1/occupancy", headers=auth()).json()
+        states = {h["name"]: h["state"] for h in body["hosts"]}
+        if states.get("c1-3") == "down":
+            break
+        subscribe(client)  # something for a pass to do
+        passes = client.get(
+            "/v1/passes", params={"after": passes, "wait": 5}, headers=auth()
+        ).json()["passes"]
+    assert states["c1-5"] == "drained"
+    assert {s for n, s in states.items() if n not in ("c1-3", "c1-5")} == {"up"}

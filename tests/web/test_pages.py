@@ -98,7 +98,9 @@ def count(page, name):
 
 
 def next_draw(page, name, seen):
-    page.wait_for_function(f"Number(document.body.dataset.{name} ?? 0) > {seen}", timeout=FAILSAFE)
+    page.wait_for_function(
+        f"() => Number(document.body.dataset.{name} ?? 0) > {seen}", timeout=FAILSAFE
+    )
 
 
 def test_the_gantt_draws_the_demos_placeholders_where_the_api_puts_them(site, demo, pages):
@@ -143,6 +145,18 @@ def test_the_gantt_draws_the_demos_placeholders_where_the_api_puts_them(site, de
             y = (row + 0.5) * layout["rowHeight"]
             colour = _mostly(pixels, x0 + 3, x1 - 3, y)
             assert not _near(colour, PLACEHOLDER), (host, colour)
+    kinds = set(page.evaluate("coormGantt.data.bars.map((b) => b.kind)"))
+    assert {"running", "pending", "placeholder"} <= kinds  # among the local jobs, queued ones too
+    # Dragged 200 pixels to the left, the chart shows later times by as much.
+    seen = count(page, "drawn")
+    page.mouse.move(box["x"] + 700, box["y"] + 40)
+    page.mouse.down()
+    page.mouse.move(box["x"] + 500, box["y"] + 40, steps=4)
+    page.mouse.up()
+    next_draw(page, "drawn", seen)
+    moved = page.evaluate("coormGantt.layout()")["t0"] - layout["t0"]
+    per_pixel = (layout["t1"] - layout["t0"]) / (layout["width"] - layout["left"])
+    assert moved == pytest.approx(200 * per_pixel, rel=0.02)
     assert page.errors == []
 
 
@@ -156,7 +170,7 @@ def test_a_new_session_appears_without_a_reload(site, pages):
         page.wait_for_selector(f"tr[data-session='{sid}']", timeout=FAILSAFE)
         alice.request(sid, nodes={"gamma": 1}, duration=3600)
         gantt.wait_for_function(
-            f"coormGantt.data.bars.some((b) => b.session === '{sid}')", timeout=FAILSAFE
+            f"() => coormGantt.data.bars.some((b) => b.session === '{sid}')", timeout=FAILSAFE
         )
         row = page.locator(f"tr[data-session='{sid}']")
         assert "late" in row.text_content()

@@ -139,7 +139,7 @@ def test_the_demo_links_to_its_placeholders_among_the_local_jobs(bridge, web, pa
         page = pages()
         page.goto(links[0])
         page.wait_for_function(
-            "coormGantt.data && coormGantt.data.bars.filter((b) => b.kind === 'placeholder'"
+            "() => coormGantt.data && coormGantt.data.bars.filter((b) => b.kind === 'placeholder'"
             " && b.session).length >= 2",
             timeout=FAILSAFE,
         )
