@@ -30,6 +30,7 @@ BOB = "bob-token-0123456789abcdef0"
 def bridge():
     """A daemon on the default platform: on its socket for this test's user, on TCP for bob."""
     folder = Path(tempfile.mkdtemp(prefix="cbx-", dir="/tmp"))
+    folder.chmod(0o755)  # other users reach its socket (0666), as on a site
     platform = (resources.files("coorm_bridge.batchsim") / "default_platform.toml").read_text()
     port = daemons.free_port()
     daemon = daemons.Daemon(
@@ -155,3 +156,64 @@ def test_the_demo_links_to_its_placeholders_among_the_local_jobs(bridge, web, pa
     process.send_signal(signal.SIGINT)
     assert process.wait(timeout=60) == 0
     assert not address.exists()  # launchers no longer link to a server that is gone
+
+
+#: An ordinary user's account, when the tests run as root.
+NOBODY = 65534
+
+
+@pytest.fixture
+def as_nobody(tmp_path):
+    """The words that run a command as ``nobody``, and a runtime folder it owns."""
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run as another user")
+    words = ["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
+    tried = subprocess.run(
+        [*words, sys.executable, "-c", ""], capture_output=True, text=True, check=False, cwd="/"
+    )
+    if tried.returncode != 0:
+        pytest.skip(f"nobody cannot run {sys.executable}: {tried.stderr.strip()}")
+    runtime = Path(tempfile.mkdtemp(prefix="cbn-", dir="/tmp"))
+    os.chown(runtime, NOBODY, NOBODY)
+    yield words, runtime
+    shutil.rmtree(runtime, ignore_errors=True)
+
+
+def test_an_ordinary_users_pages_show_that_users_sessions(bridge, as_nobody, pages):
+    """``coorm-bridge web`` run by another user than the daemon's: the bridge knows it by its
+    uid on the socket, and its pages show its sessions, not root's."""
+    words, runtime = as_nobody
+    env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "HOME": str(runtime)}
+    process = subprocess.Popen(
+        [*words, sys.executable, "-m", "coorm_bridge.cli.main", "web", "--url", bridge.unix],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd="/",
+    )
+    try:
+        link = process.stdout.readline().split()[2]
+        assert (runtime / "coorm-bridge" / "web.json").stat().st_uid == NOBODY
+        subscribe = (
+            "import sys; from coorm_bridge.launchers.client import BridgeClient; "
+            "print(BridgeClient(sys.argv[1]).subscribe(name='nobodys').session)"
+        )
+        theirs = subprocess.run(
+            [*words, sys.executable, "-c", subscribe, bridge.unix],
+            capture_output=True, text=True, check=True, env=env, cwd="/", timeout=120,
+        ).stdout.strip()  # fmt: skip
+        with bridge.client() as me:
+            mine = me.subscribe(name="roots").session
+            try:
+                page = pages()
+                page.goto(link)
+                page.wait_for_selector(f"tr[data-session='{theirs}']", timeout=FAILSAFE)
+                assert page.locator(f"tr[data-session='{theirs}'] td").nth(1).text_content() == (
+                    "nobody"
+                )
+                assert page.locator(f"tr[data-session='{mine}']").count() == 0
+            finally:
+                finish(me, mine)
+    finally:
+        process.kill()
+        process.wait()
