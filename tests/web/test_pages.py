@@ -29,6 +29,8 @@ BOB = "bob-token-0123456789abcdef0"
 ADMIN = "admin-token-0123456789abcde"
 #: Playwright's waits: a failsafe only (each waits on what the page does: an attribute, a row).
 FAILSAFE = 120_000
+#: The installed command (run from the checkout, ``python -m`` would import its folders instead).
+COORM_BRIDGE = str(Path(sys.executable).parent / "coorm-bridge")
 PLACEHOLDER = (0xF2, 0x8E, 0x2B)  # gantt.js COLOURS.placeholder
 
 
@@ -62,9 +64,7 @@ def demo(site):
     applications' start (their sessions, placeholders and hosts are then in the API)."""
     process = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "coorm_bridge.cli.main",
+            COORM_BRIDGE,
             "demo",
             "--url",
             site.tcp,

@@ -19,7 +19,7 @@ import requests
 
 from coorm_bridge.core.model import Filter
 from tests import daemons
-from tests.web.test_pages import FAILSAFE, finish, next_draw
+from tests.web.test_pages import COORM_BRIDGE, FAILSAFE, finish, next_draw
 
 pytestmark = [pytest.mark.daemon, pytest.mark.browser]
 
@@ -51,7 +51,7 @@ def web(bridge, tmp_path):
     runtime.mkdir(mode=0o700)
     env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "coorm_bridge.cli.main", "web", "--url", bridge.unix],
+        [COORM_BRIDGE, "web", "--url", bridge.unix],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
@@ -115,9 +115,7 @@ def test_the_demo_links_to_its_placeholders_among_the_local_jobs(bridge, web, pa
     _link, address, process, env = web
     demo = subprocess.Popen(
         [
-            sys.executable,
-            "-m",
-            "coorm_bridge.cli.main",
+            COORM_BRIDGE,
             "demo",
             "--url",
             bridge.unix,
@@ -185,7 +183,7 @@ def test_an_ordinary_users_pages_show_that_users_sessions(bridge, as_nobody, pag
     words, runtime = as_nobody
     env = {**os.environ, "XDG_RUNTIME_DIR": str(runtime), "HOME": str(runtime)}
     process = subprocess.Popen(
-        [*words, sys.executable, "-m", "coorm_bridge.cli.main", "web", "--url", bridge.unix],
+        [*words, COORM_BRIDGE, "web", "--url", bridge.unix],
         stdout=subprocess.PIPE,
         text=True,
         env=env,
