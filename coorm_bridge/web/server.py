@@ -17,6 +17,7 @@ import os
 import re
 import secrets
 import socket
+import sys
 import threading
 from collections.abc import Callable
 from typing import Annotated
@@ -85,8 +86,9 @@ def _error(status: int, code: str, detail: str) -> JSONResponse:
 def serve_pages(
     url: str | None, bridge_token: str | None, ca: str | None, host: str, port: int
 ) -> int:
-    """Run the page server until Ctrl-C; print its link; tell this user's launchers where it
-    is (:mod:`.address`)."""
+    """Run the page server until Ctrl-C, then end the process (exit status 0); print its link;
+    tell this user's launchers where it is (:mod:`coorm_bridge.launchers.web_address`). Returns
+    only when it cannot start (its status)."""
     probe = BridgeClient(url, token=bridge_token, verify=ca)
     try:
         probe.health()
@@ -146,4 +148,9 @@ def serve_pages(
     finally:
         withdraw(address.pid, written)
         listener.close()
-    return 0
+    # Relayed reads still blocked on the bridge (a page's long poll, up to a minute) hold their
+    # threads, which the interpreter would wait for: nothing of theirs is worth it (they only
+    # read), so the process ends now.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
