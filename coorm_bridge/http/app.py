@@ -60,13 +60,15 @@ class Notifier:
         self.passed.set()
         self.passed = asyncio.Event()
 
-    def wake(self, session_id: str) -> None:
+    def wake(self, session_ids: list[str]) -> None:
+        """The long polls of these sessions (any thread): one hop into the loop for them all."""
         if self.loop is not None and not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._wake, session_id)
+            self.loop.call_soon_threadsafe(self._wake, session_ids)
 
-    def _wake(self, session_id: str) -> None:
-        for waiter in self.waiters.get(session_id, ()):
-            waiter.set()
+    def _wake(self, session_ids: list[str]) -> None:
+        for session_id in session_ids:
+            for waiter in self.waiters.get(session_id, ()):
+                waiter.set()
 
     def stop(self) -> None:
         """The server stops (call in its loop: ``serve``'s ``on_stopping``). It would otherwise

@@ -207,7 +207,7 @@ async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature decl
     return answer
 
 
-#: Seconds between the reads of a waiting long poll: half the shortest session_timeout.
+#: Seconds between two signs of life of a waiting long poll: half the shortest session_timeout.
 HEARD_EVERY = 5.0
 
 
@@ -228,14 +228,13 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     event ``after`` can alter the selector's choice; such changes are not sent until one that
     can comes (an older bridge ignores it and sends them all). ``watch``: the reader follows
     the session (a web page), it is not its launcher: its polls keep no session alive."""
+    told = None if watch else horizon
     return await long_poll(
         request,
         response,
         session_id,
         wait,
-        lambda: bridge.events(
-            user, session_id, after, horizon=None if watch else horizon, watcher=watch
-        ),
+        lambda: bridge.listen(user, session_id, after, horizon=told, watcher=watch),
     )
 
 
@@ -244,30 +243,40 @@ async def long_poll(
     response: Response,
     session_id: str,
     wait: float,
-    read: Callable[[], list[Event]],
+    listen: Callable[[], tuple[list[Event], Callable[[], None]]],
 ) -> EventPage:
-    """The events ``read`` finds (those of ``session_id`` after some number), waiting up to
+    """The events ``listen`` finds (those of ``session_id`` after some number), waiting up to
     ``wait`` seconds for the first one, or until the server stops: the long poll of both API
-    versions."""
+    versions.
+
+    The store is read when the poll comes and each time the session's events change (the
+    notifier wakes it), never on a timer: while it waits, every ``HEARD_EVERY`` seconds it only
+    tells the bridge its launcher is alive (``listen``'s second part, in memory). A stop
+    answers at once with nothing new: the launcher polls again and finds the bridge gone."""
     notifier = request.app.state.notifier
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
-    while True:
-        waiter = notifier.register(session_id)
-        try:
-            found = await blocking(read)
+    waiter = notifier.register(session_id)
+    try:
+        found, alive = await blocking(listen)
+        while not found and not notifier.stopping:
             left = deadline - loop.time()
-            if notifier.stopping:  # the connection closes after this answer: say so
-                response.headers["connection"] = "close"
-            if found or left <= 0 or notifier.stopping:
-                return EventPage(events=found)
-            # Woken at least every HEARD_EVERY seconds: each wake-up reads again, and reading
-            # tells the bridge the launcher is alive (a session_timeout may be shorter than a
-            # long poll).
-            with contextlib.suppress(TimeoutError):
+            if left <= 0:
+                break
+            try:
                 await asyncio.wait_for(waiter.wait(), timeout=min(left, HEARD_EVERY))
-        finally:
-            notifier.unregister(session_id, waiter)
+            except TimeoutError:
+                alive()
+                continue
+            if notifier.stopping:
+                break
+            waiter.clear()  # before the read: a change committed during it wakes again
+            found, _ = await blocking(listen)
+        if notifier.stopping:  # the connection closes after this answer: say so
+            response.headers["connection"] = "close"
+        return EventPage(events=found)
+    finally:
+        notifier.unregister(session_id, waiter)
 
 
 @router.post("/sessions/{session_id}/done")

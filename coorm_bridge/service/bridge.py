@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING
 
@@ -269,14 +269,33 @@ class Bridge:
         owner's launcher's word on its last choice (:mod:`.quiet`). ``watcher``: a page or a
         terminal following the session, not its launcher: its reads keep nothing alive and say
         nothing of what the launcher read."""
+        found, _ = self.listen(user, session_id, after, limit, horizon, watcher=watcher)
+        return found
+
+    def listen(
+        self,
+        user: str,
+        session_id: str,
+        after: int,
+        limit: int = 1000,
+        horizon: int | None = None,
+        *,
+        watcher: bool = False,
+    ) -> tuple[list[Event], Callable[[], None]]:
+        """:meth:`events`, and what a long poll calls while it goes on waiting: the launcher is
+        alive (in memory: waiting costs no store read, and no thread)."""
         owner = self.store.owner(session_id)
         if owner is None or (owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
-        if owner == user and not watcher:
-            self.silence.heard(session_id, self.now())  # a launcher's long poll: it is alive
-            self.quiet.heard(session_id, after, horizon)
+
+        def alive() -> None:
+            if owner == user and not watcher:  # a launcher's long poll: it is alive
+                self.silence.heard(session_id, self.now())
+                self.quiet.heard(session_id, after, horizon)
+
+        alive()
         try:
-            return self.store.events(session_id, after=after, limit=limit)
+            return self.store.events(session_id, after=after, limit=limit), alive
         except KeyError:
             raise NotFound(f"no session {session_id} of yours") from None
 

@@ -19,22 +19,23 @@ class Listeners:
     """The registered listeners; adding and removing happen at the app's start and stop."""
 
     def __init__(self) -> None:
-        self._sessions: list[Callable[[str], None]] = []
+        self._sessions: list[Callable[[list[str]], None]] = []
         self._passes: list[Callable[[], None]] = []
 
-    def add(self, session: Callable[[str], None], passed: Callable[[], None]) -> None:
-        """``session(id)`` after events were stored for a session; ``passed()`` after a pass."""
+    def add(self, session: Callable[[list[str]], None], passed: Callable[[], None]) -> None:
+        """``session(ids)`` after events were stored for these sessions (each once, one call a
+        commit); ``passed()`` after a pass."""
         self._sessions.append(session)
         self._passes.append(passed)
 
-    def remove(self, session: Callable[[str], None], passed: Callable[[], None]) -> None:
+    def remove(self, session: Callable[[list[str]], None], passed: Callable[[], None]) -> None:
         self._passes.remove(passed)
         self._sessions.remove(session)
 
-    def session_changed(self, session_id: str) -> None:
+    def sessions_changed(self, session_ids: list[str]) -> None:
         for listener in self._sessions:
             try:
-                listener(session_id)
+                listener(session_ids)
             except Exception:
                 log.exception("an event listener failed")
 

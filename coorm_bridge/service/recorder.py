@@ -22,10 +22,11 @@ log = logging.getLogger(__name__)
 
 
 class Recorder:
-    """Writes session changes and their events; ``notify(session_id)`` is called once per
-    session after each commit (the listeners: long polls wake then)."""
+    """Writes session changes and their events; ``notify(session_ids)`` is called once per
+    commit with every session it changed, each once (the listeners: long polls wake then; a pass
+    that changes a thousand views wakes them in one call)."""
 
-    def __init__(self, store: Store, notify: Callable[[str], None]) -> None:
+    def __init__(self, store: Store, notify: Callable[[list[str]], None]) -> None:
         self.store = store
         self.notify = notify
         self._woken: list[str] | None = None
@@ -50,8 +51,8 @@ class Recorder:
             raise
         finally:
             self._woken = None
-        for session_id in dict.fromkeys(woken):
-            self.notify(session_id)
+        if woken:
+            self.notify(list(dict.fromkeys(woken)))
 
     def emit(self, session_id: str, event: dict[str, Any], read: int = 0) -> int:
         """Store an event (inside :meth:`batch`, which wakes its long polls after the commit);

@@ -135,7 +135,7 @@ def assemble(
     due = Due()
     policy = Policy(config.policy)
     stats = Stats(policy=policy.counters)
-    recorder = Recorder(store, notify=listeners.session_changed)
+    recorder = Recorder(store, notify=listeners.sessions_changed)
     poller = Poller(adapter, clusters, prefix, config.placement.poll_interval)
     problems = Problems()
     placeholders = Placeholders(CountedAdapter(adapter, stats.reservation_calls), store, prefix)
