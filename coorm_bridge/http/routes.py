@@ -21,7 +21,7 @@ from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
-from coorm_bridge.core.messages import CAP, Event
+from coorm_bridge.core.messages import CAP
 from coorm_bridge.core.model import (
     MAX_SEQ,
     MAX_TIME,
@@ -53,7 +53,7 @@ from coorm_bridge.protocol import (
     Subscribed,
 )
 from coorm_bridge.service.admin import Admin
-from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.bridge import Bridge, Listening
 from coorm_bridge.service.jobs import JobDesk
 from coorm_bridge.service.passes import PassRunner
 from coorm_bridge.service.stats import Stats
@@ -211,7 +211,7 @@ async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature decl
 HEARD_EVERY = 5.0
 
 
-@router.get("/sessions/{session_id}/events")
+@router.get("/sessions/{session_id}/events", response_model=EventPage)
 async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     request: Request,
     response: Response,
@@ -222,7 +222,7 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
     horizon: Annotated[int | None, Query(ge=0, le=MAX_TIME)] = None,
     watch: bool = False,
-) -> EventPage:
+) -> Response:
     """Events numbered above ``after``; waits up to ``wait`` seconds for the first one, or
     until the server stops. ``horizon``: from this time on, no change of the view held after
     event ``after`` can alter the selector's choice; such changes are not sent until one that
@@ -243,22 +243,23 @@ async def long_poll(
     response: Response,
     session_id: str,
     wait: float,
-    listen: Callable[[], tuple[list[Event], Callable[[], None]]],
-) -> EventPage:
+    listen: Callable[[], Listening],
+) -> Response:
     """The events ``listen`` finds (those of ``session_id`` after some number), waiting up to
     ``wait`` seconds for the first one, or until the server stops: the long poll of both API
-    versions.
+    versions. The answer is an :class:`EventPage` made of the events' JSON as stored.
 
     The store is read when the poll comes and each time the session's events change (the
     notifier wakes it), never on a timer: while it waits, every ``HEARD_EVERY`` seconds it only
-    tells the bridge its launcher is alive (``listen``'s second part, in memory). A stop
-    answers at once with nothing new: the launcher polls again and finds the bridge gone."""
+    tells the bridge its launcher is alive (in memory). A stop answers at once with nothing
+    new: the launcher polls again and finds the bridge gone."""
     notifier = request.app.state.notifier
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
     waiter = notifier.register(session_id)
     try:
-        found, alive = await blocking(listen)
+        listening: Listening = await blocking(listen)
+        found = listening.first
         while not found and not notifier.stopping:
             left = deadline - loop.time()
             if left <= 0:
@@ -266,15 +267,16 @@ async def long_poll(
             try:
                 await asyncio.wait_for(waiter.wait(), timeout=min(left, HEARD_EVERY))
             except TimeoutError:
-                alive()
+                listening.alive()
                 continue
             if notifier.stopping:
                 break
             waiter.clear()  # before the read: a change committed during it wakes again
-            found, _ = await blocking(listen)
-        if notifier.stopping:  # the connection closes after this answer: say so
-            response.headers["connection"] = "close"
-        return EventPage(events=found)
+            found = await blocking(listening.read)
+        headers = {"connection": "close"} if notifier.stopping else None
+        # The stored JSON of each event, validated when it was written: no parsing again.
+        body = '{"events":[' + ",".join(found) + "]}"
+        return Response(body, media_type="application/json", headers=headers)
     finally:
         notifier.unregister(session_id, waiter)
 

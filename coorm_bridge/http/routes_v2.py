@@ -20,6 +20,7 @@ from coorm_bridge.core.typed import TypedRequest
 from coorm_bridge.http import routes
 from coorm_bridge.http.routes import ERRORS, User, after_pass, blocking
 from coorm_bridge.protocol import (
+    EventPage,
     JobAnswer,
     JobInfo,
     StateAnswer,
@@ -208,6 +209,7 @@ router.add_api_route(
     "/sessions/{session_id}/events",
     routes.events,
     methods=["GET"],
+    response_model=EventPage,
     summary="Long poll of the session's events",
     description=(
         "As v1's: events numbered above ``after``, waiting up to ``wait`` seconds for the "

@@ -14,6 +14,7 @@ import logging
 import math
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -41,11 +42,21 @@ from coorm_bridge.service.silence import Silence
 from coorm_bridge.service.stats import Stats
 from coorm_bridge.store import Store
 from coorm_bridge.store.rows import SessionRow
+from coorm_bridge.store.schema import EVENTS
 
 if TYPE_CHECKING:
     from coorm_bridge.service.evolving import Evolving
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Listening:
+    """A long poll's hold on a session: see :meth:`Bridge.listen`."""
+
+    first: list[str]
+    alive: Callable[[], None]
+    read: Callable[[], list[str]]
 
 
 class Bridge:
@@ -269,8 +280,8 @@ class Bridge:
         owner's launcher's word on its last choice (:mod:`.quiet`). ``watcher``: a page or a
         terminal following the session, not its launcher: its reads keep nothing alive and say
         nothing of what the launcher read."""
-        found, _ = self.listen(user, session_id, after, limit, horizon, watcher=watcher)
-        return found
+        listening = self.listen(user, session_id, after, limit, horizon, watcher=watcher)
+        return [EVENTS.validate_json(body) for body in listening.first]
 
     def listen(
         self,
@@ -281,23 +292,28 @@ class Bridge:
         horizon: int | None = None,
         *,
         watcher: bool = False,
-    ) -> tuple[list[Event], Callable[[], None]]:
-        """:meth:`events`, and what a long poll calls while it goes on waiting: the launcher is
-        alive (in memory: waiting costs no store read, and no thread)."""
+    ) -> Listening:
+        """A long poll's first read (the events' JSON, as stored), and what it calls while it
+        waits: ``alive`` (in memory, its launcher is alive) and ``read`` (the events again,
+        without checking the caller again: it was allowed once)."""
         owner = self.store.owner(session_id)
         if owner is None or (owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
+        launcher = owner == user and not watcher
 
         def alive() -> None:
-            if owner == user and not watcher:  # a launcher's long poll: it is alive
+            if launcher:
                 self.silence.heard(session_id, self.now())
                 self.quiet.heard(session_id, after, horizon)
 
-        alive()
-        try:
-            return self.store.events(session_id, after=after, limit=limit), alive
-        except KeyError:
-            raise NotFound(f"no session {session_id} of yours") from None
+        def read() -> list[str]:
+            alive()
+            try:
+                return self.store.event_bodies(session_id, after=after, limit=limit)
+            except KeyError:
+                raise NotFound(f"no session {session_id} of yours") from None
+
+        return Listening(read(), alive, read)
 
     # -- the site ---------------------------------------------------------------------------
 

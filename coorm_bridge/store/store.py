@@ -226,6 +226,11 @@ class Store(JobQueries, DrainQueries, MetaQueries):
     def events(self, session_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
         """The session's committed events numbered above ``after``, oldest first, at most
         ``limit``; KeyError for an unknown session."""
+        return [EVENTS.validate_json(body) for body in self.event_bodies(session_id, after, limit)]
+
+    def event_bodies(self, session_id: str, after: int = 0, limit: int = 1000) -> list[str]:
+        """:meth:`events` as their JSON, as stored (validated when written): what a long poll
+        sends, without parsing and serialising each again."""
         if after < 0 or limit < 1:
             raise ValueError(f"need after >= 0 and limit >= 1, got after={after}, limit={limit}")
         rows = self._snapshot_read(
@@ -236,7 +241,7 @@ class Store(JobQueries, DrainQueries, MetaQueries):
             "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
         ):
             raise KeyError(session_id)
-        return [EVENTS.validate_json(row[0]) for row in rows]
+        return [str(row[0]) for row in rows]
 
     def last_seq(self, session_id: str) -> int:
         """The session's last event number, 0 before the first; KeyError if unknown."""

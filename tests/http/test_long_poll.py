@@ -4,10 +4,12 @@ views wakes them all in one hop into the server's loop."""
 
 from __future__ import annotations
 
+import json
 import threading
 
 from coorm_bridge.core.model import Filter
 from coorm_bridge.http import routes
+from coorm_bridge.protocol import EventPage
 from tests.http.test_api import auth, subscribe
 
 
@@ -17,9 +19,9 @@ def test_a_waiting_long_poll_reads_the_store_once_and_stays_alive(client, bridge
     after = first.json()["events"][-1]["seq"]
     monkeypatch.setattr(routes, "HEARD_EVERY", 0.01)  # many signs of life in one wait
     reads, heard = [], []
-    events, alive = bridge.store.events, bridge.silence.heard
+    events, alive = bridge.store.event_bodies, bridge.silence.heard
     monkeypatch.setattr(
-        bridge.store, "events", lambda *a, **k: (reads.append(a), events(*a, **k))[1]
+        bridge.store, "event_bodies", lambda *a, **k: (reads.append(a), events(*a, **k))[1]
     )
     monkeypatch.setattr(bridge.silence, "heard", lambda s, now: (heard.append(s), alive(s, now))[1])
     page = client.get(
@@ -71,3 +73,15 @@ def test_one_commit_wakes_every_session_it_changed_in_one_call(service):
         assert calls == [[first, second]]  # each once, in one call, after the commit
     finally:
         service.listeners.remove(calls.append, passed)
+
+
+def test_the_stored_events_go_out_as_the_protocol_writes_them(client):
+    sid = subscribe(client)
+    client.put(
+        f"/v1/sessions/{sid}/request", json={"nodes": {"c1": 1}, "duration": 60}, headers=auth()
+    )
+    answer = client.get(f"/v1/sessions/{sid}/events", params={"wait": 30}, headers=auth())
+    assert answer.headers["content-type"] == "application/json"
+    page = EventPage.model_validate_json(answer.content)  # strict: unknown fields refused
+    assert page.events
+    assert json.loads(answer.content) == json.loads(page.model_dump_json())
