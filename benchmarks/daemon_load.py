@@ -1,8 +1,10 @@
-"""Daemon under load: event delivery to launchers while 1,000 of them hold long polls open.
+"""Daemon under load: event delivery to launchers while thousands of them hold long polls open.
 
 A real daemon (``coorm-bridge serve``, TCP on loopback, a static mock platform) and N launchers
-(httpx, asyncio), each on its own keep-alive connection holding ``GET .../events?after=K&wait=30``
-open. At random (Poisson) moments a driver withdraws a random idle launcher's session (the DELETE
+(h11 over asyncio streams: ``--local`` in the driver's process, the others in processes of
+``--per-process`` each, each process from a loopback address of its own), each on its own
+keep-alive connection holding ``GET .../events?after=K&wait=30`` open. At random (Poisson)
+moments a driver withdraws a random idle launcher's session (the DELETE
 commits the ``ended`` event, then answers); it subscribes again (untimed), so N long polls stay
 open and passes run meanwhile. ``p99_ms``/``p50_ms``/``max_ms``: from the DELETE's answer until
 the long poll handed the event over (0 if first); ``e2e_p99_ms``: from sending the DELETE (which
@@ -15,8 +17,11 @@ other (four run, the others wait), then each waiting one asks again for half as 
 long: every such change moves the estimates of those behind it, and the placeholders the bridge
 holds for them (the first waiting one wherever it starts, the others within the horizon).
 ``reservation_calls_per_app``: the bridge's reservation creates, updates and deletes
-(``/metrics``) over the whole run, per queued application. Then ``errors`` (any: exit status
-1), ``seconds``.
+(``/metrics``) over the whole run, per queued application. ``processes``: the launchers' and
+the driver's; ``kb_per_waiting_launcher``: the daemon's resident memory with every launcher
+waiting, less before the first came, per launcher; ``daemon_cpu_s`` and ``clients_cpu_s``: the
+CPU time of the daemon (until SIGTERM) and of every launcher process (they share the machine).
+Then ``errors`` (any: exit status 1), ``seconds``.
 """
 
 from __future__ import annotations
@@ -24,6 +29,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import json
+import multiprocessing
+import os
 import random
 import resource
 import secrets
@@ -35,10 +43,11 @@ import sys
 import tempfile
 import time
 from collections.abc import Callable
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
-import httpx2 as httpx
+import h11
 
 PLATFORM = '[[cluster]]\nname = "alpha"\nhosts = 256\n[[cluster]]\nname = "beta"\nhosts = 128\n'
 CONFIG = """policy = {{ interval = 1.0 }}
@@ -48,27 +57,70 @@ socket = "{dir}/bridge.sock"
 state_dir = "{dir}/state"
 tcp = {{ host = "127.0.0.1", port = {port} }}
 tokens = {{ "{token}" = "bench" }}
+# Thousands of launchers, from a few loopback addresses (one per process, as from a few hosts).
+connections = {{ max_total = {total}, max_per_peer = {per_peer} }}
 [limits]
 held_share = 1.0  # every launcher is user "bench": its last request takes a whole cluster
 """
 
 
 class Http:
-    """One launcher's keep-alive connection, with httpx (the daemon side is what is measured)."""
+    """One launcher's keep-alive connection from the loopback address ``source`` (each process
+    of launchers has its own): h11 over asyncio streams, a tenth of httpx's CPU per call, so
+    that the launchers, which share the machine, take as little of it as they can from the
+    daemon, which is what is measured."""
 
-    def __init__(self, port: int, token: str) -> None:
-        self.client = httpx.AsyncClient(
-            base_url=f"http://127.0.0.1:{port}/v1",
-            headers={"Authorization": f"Bearer {token}"},
-            timeout=60,
-            limits=httpx.Limits(max_connections=1, max_keepalive_connections=1),
-        )
+    def __init__(self, port: int, token: str, source: str = "127.0.0.1") -> None:
+        self.port, self.source = port, source
+        self.headers = [("host", "127.0.0.1"), ("authorization", f"Bearer {token}")]
+        self.streams: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
+        self.conn = h11.Connection(h11.CLIENT)
 
     async def call(self, method: str, path: str, body: object = None, expect: int = 200) -> Any:
-        answer = await self.client.request(method, path, json=body)
-        if answer.status_code != expect:
-            raise RuntimeError(f"{method} {path}: HTTP {answer.status_code} {answer.text}")
-        return answer.json() if answer.content else None
+        status, content = await self.request(method, f"/v1{path}", body)
+        if status != expect:
+            raise RuntimeError(f"{method} {path}: HTTP {status} {content[:200]!r}")
+        return json.loads(content) if content else None
+
+    async def request(self, method: str, target: str, body: object = None) -> tuple[int, bytes]:
+        if self.streams is None or self.conn.our_state is h11.MUST_CLOSE:
+            await self.close()
+            self.streams = await asyncio.open_connection(
+                "127.0.0.1", self.port, local_addr=(self.source, 0)
+            )
+            self.conn = h11.Connection(h11.CLIENT)
+        reader, writer = self.streams
+        data = b"" if body is None else json.dumps(body).encode()
+        headers = [*self.headers, ("content-length", str(len(data)))]
+        if data:
+            headers.append(("content-type", "application/json"))
+        out = self.conn.send(h11.Request(method=method, target=target, headers=headers))
+        out += self.conn.send(h11.Data(data=data)) if data else b""
+        writer.write(out + self.conn.send(h11.EndOfMessage()))
+        status, chunks = 0, []
+        while True:
+            event = self.conn.next_event()
+            if event is h11.NEED_DATA:
+                received = await reader.read(65536)
+                if not received:
+                    raise ConnectionError("the daemon closed the connection")
+                self.conn.receive_data(received)
+            elif isinstance(event, h11.Response):
+                status = event.status_code
+            elif isinstance(event, h11.Data):
+                chunks.append(bytes(event.data))
+            elif isinstance(event, h11.EndOfMessage):
+                break
+            elif isinstance(event, h11.ConnectionClosed):
+                raise ConnectionError("the daemon closed the connection")
+        if self.conn.our_state is h11.DONE and self.conn.their_state is h11.DONE:
+            self.conn.start_next_cycle()
+        return status, b"".join(chunks)
+
+    async def close(self) -> None:
+        if self.streams is not None:
+            self.streams[1].close()
+            self.streams = None
 
 
 class Launcher:
@@ -94,7 +146,7 @@ class Launcher:
                 path = f"/sessions/{self.session}/events?after={self.after}&wait=30"
                 try:
                     answer = await self.http.call("GET", path)
-                except httpx.TransportError:
+                except (OSError, h11.ProtocolError):
                     if self.stopping.is_set():  # polled again: the daemon is gone
                         return
                     raise
@@ -105,6 +157,67 @@ class Launcher:
                     self.after = event["seq"]
                     self.told[self.after], self.kinds[event["type"]] = now, self.after
             self.ended[self.session] = self.told[self.kinds["ended"]]
+
+
+async def crowd(port: int, token: str, count: int, source: str, pipe: Connection) -> None:
+    """``count`` launchers in this process, told what to do by the driver over ``pipe``:
+    ``waiting`` (how many hold a long poll with their view), ``mark`` (remember each one's
+    last event), ``told`` (when each got an event after the mark; None: not yet), ``stopping``
+    (a daemon that stops ends them), ``end`` (how many of their polls the stop answered, and
+    this process's CPU seconds). Times are ``time.perf_counter``: the system's monotonic
+    clock, the same in every process."""
+    stopping = asyncio.Event()
+    launchers = [Launcher(Http(port, token, source), stopping) for _ in range(count)]
+    tasks = [asyncio.create_task(x.run()) for x in launchers]
+    marks: list[int] = []
+    while True:
+        command = await asyncio.to_thread(pipe.recv)
+        if command == "waiting":
+            pipe.send(sum(1 for x in launchers if x.polling_since))
+        elif command == "mark":
+            marks = [x.after for x in launchers]
+            pipe.send(None)
+        elif command == "told":
+            pipe.send([
+                min((t for seq, t in x.told.items() if seq > mark), default=None)
+                for x, mark in zip(launchers, marks, strict=True)
+            ])  # fmt: skip
+        elif command == "stopping":
+            stopping.set()
+            pipe.send(None)
+        else:  # "end"
+            await asyncio.wait(tasks, timeout=60)
+            for task in tasks:
+                task.cancel()
+            ends = await asyncio.gather(*tasks, return_exceptions=True)
+            await asyncio.gather(*(x.http.close() for x in launchers))
+            used = resource.getrusage(resource.RUSAGE_SELF)
+            failed = [repr(e) for e in ends if isinstance(e, Exception)]
+            pipe.send(
+                (sum(x.answered_at_stop for x in launchers), used.ru_utime + used.ru_stime, failed)
+            )
+            return
+
+
+def crowd_process(port: int, token: str, count: int, source: str, pipe: Connection) -> None:
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(crowd(port, token, count, source, pipe))
+
+
+class Crowd:
+    """A process of launchers (:func:`crowd`), from the driver's side."""
+
+    def __init__(self, port: int, token: str, count: int, source: str) -> None:
+        self.pipe, theirs = multiprocessing.Pipe()
+        self.count = count
+        self.process = multiprocessing.Process(
+            target=crowd_process, args=(port, token, count, source, theirs), daemon=True
+        )
+        self.process.start()
+
+    async def ask(self, command: str) -> Any:
+        self.pipe.send(command)
+        return await asyncio.to_thread(self.pipe.recv)
 
 
 async def until(test: Callable[[], bool], timeout: float, failure: str) -> None:
@@ -120,10 +233,39 @@ def ms(values: list[float], q: float) -> str:
     return f"{1000 * ordered[min(len(ordered) - 1, int(q * len(ordered)))]:.1f}"
 
 
+def rss_kb(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    return 0
+
+
+def cpu_s(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Bench:
-    def __init__(self, daemon: subprocess.Popen[bytes], port: int, token: str, n: int) -> None:
+    """The driver: ``local`` launchers in this process (the timed deliveries are theirs), the
+    others in processes of ``per_process`` each (:class:`Crowd`)."""
+
+    def __init__(  # noqa: PLR0917 - the run's sizes
+        self,
+        daemon: subprocess.Popen[bytes],
+        port: int,
+        token: str,
+        n: int,
+        local: int,
+        per_process: int,
+    ) -> None:
         self.daemon, self.stopping = daemon, asyncio.Event()
-        self.crowd = [Launcher(Http(port, token), self.stopping) for _ in range(n)]
+        self.crowd = [Launcher(Http(port, token), self.stopping) for _ in range(min(n, local))]
+        rest = n - len(self.crowd)
+        self.shares = [min(per_process, rest - k) for k in range(0, rest, per_process)]
+        self.crowds: list[Crowd] = []
+        self.token = token
+        self.rss_base = self.rss_waiting = 0
+        self.daemon_cpu = float("nan")
         self.port = port
         self.tasks: list[asyncio.Task[None]] = []
         self.pool: asyncio.Queue[Http] = asyncio.Queue()  # the driver's keep-alive connections
@@ -137,7 +279,13 @@ class Bench:
         return all(x.polling_since for x in self.crowd) or any(t.done() for t in self.tasks)
 
     async def settle(self) -> None:  # until all have their view and wait, and no pass is due
-        await until(self.ready, 60, "the launchers did not all get their view in 60 s")
+        await until(self.ready, 600, "the launchers did not all get their view in 600 s")
+        deadline = time.perf_counter() + 600
+        for crowd in self.crowds:
+            while await crowd.ask("waiting") < crowd.count:
+                if time.perf_counter() > deadline:
+                    raise RuntimeError("a process's launchers did not all get their view")
+                await asyncio.sleep(0.2)
         await asyncio.sleep(1.5)
 
     async def withdraw(self, launcher: Launcher) -> None:
@@ -163,17 +311,25 @@ class Bench:
 
     async def burst(self) -> None:
         http = await self.pool.get()
-        sessions = await http.call("GET", "/sessions")
-        first = next(s["session"] for s in sessions if s["state"] == "submitted")
-        head = next(x for x in self.crowd if x.session == first)
+        head = self.crowd[0]  # the oldest session: its request changes every view behind it
+        first = head.session
         others = [(x, x.after + 1) for x in self.crowd if x is not head]
+        for crowd in self.crowds:
+            await crowd.ask("mark")
         begin = time.perf_counter()
         await http.call(
             "PUT", f"/sessions/{first}/request", {"nodes": {"alpha": 256}, "duration": 600}
         )
         self.pool.put_nowait(http)
-        await until(lambda: all(x.after >= seq for x, seq in others), 15, "views not all told")
+        await until(lambda: all(x.after >= seq for x, seq in others), 60, "views not all told")
         told = [x.told[seq] for x, seq in others]
+        for crowd in self.crowds:
+            deadline = time.perf_counter() + 60
+            while None in (theirs := await crowd.ask("told")):
+                if time.perf_counter() > deadline:
+                    raise RuntimeError("a process's launchers were not all told in 60 s")
+                await asyncio.sleep(0.05)
+            told += theirs
         self.spread = max(told) - min(told)
         await until(lambda: "start" in head.kinds, 15, "free hosts asked for, no start in 15 s")
         self.start = head.told[head.kinds["start"]] - begin
@@ -190,10 +346,10 @@ class Bench:
             body = {"nodes": {"beta": 16}, "duration": 600}
             await http.call("PUT", f"/sessions/{session}/request", body)
         await asyncio.sleep(1.5)  # the last pass's placements carried out
-        answer = await http.client.get(f"http://127.0.0.1:{self.port}/metrics")
+        _, metrics = await http.request("GET", "/metrics")
         self.pool.put_nowait(http)
         calls = {}
-        for line in answer.text.splitlines():
+        for line in metrics.decode().splitlines():
             if line.startswith("coorm_reservation_calls_total{"):
                 call = line.split('call="')[1].split('"')[0]
                 calls[call] = float(line.rsplit(" ", 1)[1])
@@ -208,6 +364,9 @@ class Bench:
         if self.daemon.poll() is not None:
             raise RuntimeError(f"the daemon exited ({self.daemon.returncode})")
         self.stopping.set()
+        for crowd in self.crowds:
+            await crowd.ask("stopping")
+        self.daemon_cpu = cpu_s(self.daemon.pid)
         begin = time.perf_counter()
         self.daemon.send_signal(signal.SIGTERM)
         status = await asyncio.to_thread(self.daemon.wait, 60)
@@ -217,24 +376,49 @@ class Bench:
         await asyncio.wait(self.tasks, timeout=60)  # each polls again and finds it gone
 
     async def close(self) -> None:
+        self.answered = sum(x.answered_at_stop for x in self.crowd)
+        self.clients_cpu = sum(resource.getrusage(resource.RUSAGE_SELF)[:2])
+        for crowd in self.crowds:
+            with contextlib.suppress(OSError, EOFError):
+                crowd.pipe.send("stopping")  # after a failure: let them end as the daemon stops
+                await asyncio.to_thread(crowd.pipe.recv)
+        stop_daemon(self.daemon)
+        for crowd in self.crowds:
+            try:
+                answered, used, failed = await crowd.ask("end")
+            except (OSError, EOFError) as error:
+                self.errors.append(f"a process of launchers failed: {error!r}")
+                continue
+            self.answered += answered
+            self.clients_cpu += used
+            self.errors += [f"a launcher failed: {e}" for e in failed]
+            crowd.process.join(30)
         for task in self.tasks:
             task.cancel()
         ends = await asyncio.gather(*self.tasks, return_exceptions=True)
         self.errors += [f"a launcher failed: {e!r}" for e in ends if isinstance(e, Exception)]
         pool = [self.pool.get_nowait() for _ in range(self.pool.qsize())]
-        await asyncio.gather(
-            *(http.client.aclose() for http in [x.http for x in self.crowd] + pool)
-        )
+        await asyncio.gather(*(http.close() for http in [x.http for x in self.crowd] + pool))
 
     async def run(self, args: argparse.Namespace) -> str:
         try:
             for _ in range(300):  # until the daemon answers
-                with contextlib.suppress(httpx.TransportError):
+                with contextlib.suppress(OSError, h11.ProtocolError):
                     await Http(self.port, "").call("GET", "/health")
                     break
                 await asyncio.sleep(0.1)
-            self.tasks = [asyncio.create_task(launcher.run()) for launcher in self.crowd]
+            self.rss_base = rss_kb(self.daemon.pid)
+            head = self.crowd[0]  # subscribed first, never withdrawn: the burst's request
+            self.tasks = [asyncio.create_task(head.run())]
+            await until(lambda: head.polling_since is not None, 60, "no view for the first")
+            head.picked = True  # (after its subscription, which clears it)
+            self.tasks += [asyncio.create_task(launcher.run()) for launcher in self.crowd[1:]]
+            self.crowds = [
+                Crowd(self.port, self.token, share, f"127.0.0.{10 + i}")
+                for i, share in enumerate(self.shares)
+            ]
             await self.settle()
+            self.rss_waiting = rss_kb(self.daemon.pid)
             await self.rounds(random.Random(args.seed), args.rounds, args.rate)
             await self.settle()
             await self.burst()
@@ -244,7 +428,7 @@ class Bench:
             RuntimeError,
             OSError,
             ValueError,
-            httpx.HTTPError,
+            h11.ProtocolError,
             subprocess.SubprocessError,
         ) as error:
             self.errors.append(str(error))
@@ -256,15 +440,20 @@ class Bench:
             f"max_ms={ms(d, 1)} e2e_p99_ms={ms(e2e, 0.99)} rounds={len(d)} "
             f"errors={len(self.errors)} burst_ms={1000 * self.spread:.0f} "
             f"start_ms={1000 * self.start:.0f} stop_s={self.stop_s:.2f} "
-            f"stop_answered={sum(x.answered_at_stop for x in self.crowd)} "
-            f"reservation_calls_per_app={self.calls}"
+            f"stop_answered={self.answered} "
+            f"reservation_calls_per_app={self.calls} "
+            f"processes={1 + len(self.crowds)} "
+            f"kb_per_waiting_launcher={(self.rss_waiting - self.rss_base) / args.launchers:.1f} "
+            f"daemon_cpu_s={self.daemon_cpu:.1f} clients_cpu_s={self.clients_cpu:.1f}"
         )
 
 
 def start_daemon(folder: Path, port: int, token: str) -> subprocess.Popen[bytes]:
     (folder / "platform.toml").write_text(PLATFORM)
     config = folder / "bridge.toml"
-    config.write_text(CONFIG.format(dir=folder, port=port, token=token))
+    config.write_text(
+        CONFIG.format(dir=folder, port=port, token=token, total=19_000, per_peer=5_000)
+    )
     config.chmod(0o600)
     code = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
     with (folder / "daemon.log").open("wb") as log:  # cwd: not shadowed by the repo's folders
@@ -288,6 +477,12 @@ def main() -> None:
     parser.add_argument("--rate", type=float, default=25.0, help="withdrawals per second")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--queue", type=int, default=40, help="launchers that queue requests")
+    parser.add_argument(
+        "--local", type=int, default=500, help="launchers in the driver's process (timed ones)"
+    )
+    parser.add_argument(
+        "--per-process", type=int, default=2500, help="launchers per process beside the driver"
+    )
     args = parser.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with contextlib.suppress(ValueError, OSError):  # 1,000 connections exceed the usual 1,024
@@ -299,7 +494,7 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="cb-", dir="/tmp"))  # AF_UNIX paths are short
     daemon = start_daemon(folder, port, token)
     try:
-        bench = Bench(daemon, port, token, args.launchers)
+        bench = Bench(daemon, port, token, args.launchers, args.local, args.per_process)
         line, errors = asyncio.run(bench.run(args)), bench.errors
     finally:
         stop_daemon(daemon)

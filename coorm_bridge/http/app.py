@@ -25,7 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from coorm_bridge import __version__
 from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response, status_of
 from coorm_bridge.http.metrics import BridgeCollector
-from coorm_bridge.http.routes import metrics_router, router
+from coorm_bridge.http.routes import Reads, metrics_router, router
 from coorm_bridge.http.routes_v2 import router as router_v2
 from coorm_bridge.http.routes_web import router as router_web
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
@@ -181,6 +181,7 @@ def create_app(service: Service, tokens: Mapping[str, str] | None = None) -> Fas
     app.state.interval = service.config.policy.interval
     app.state.tokens = _token_source(service, tokens)
     app.state.notifier = notifier
+    app.state.reads = Reads()
     app.state.registry = registry
     app.include_router(router, prefix=API_PREFIX)
     app.include_router(router_web, prefix=API_PREFIX)

@@ -238,6 +238,41 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     )
 
 
+class Reads:
+    """The reads of woken long polls, gathered: those woken in one turn of the loop (a pass
+    that changed a thousand views wakes a thousand) are read by one call in a worker thread,
+    not a thousand, each of which would cost a hop there and back."""
+
+    def __init__(self) -> None:
+        self.pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
+
+    async def read(self, call: Callable[[], Any]) -> Any:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[Any] = loop.create_future()
+        if not self.pending:  # after the other polls woken in this turn asked too
+            loop.call_soon(lambda: loop.create_task(self._run()))
+        self.pending.append((call, done))
+        return await done
+
+    async def _run(self) -> None:
+        calls, self.pending = self.pending, []
+        outcomes = await blocking(lambda: [_outcome(call) for call, _ in calls])
+        for (_, done), (value, error) in zip(calls, outcomes, strict=True):
+            if done.cancelled():
+                continue
+            if error is None:
+                done.set_result(value)
+            else:
+                done.set_exception(error)
+
+
+def _outcome(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    try:
+        return call(), None
+    except Exception as error:  # handed to its own poll, which answers with it
+        return None, error
+
+
 async def long_poll(
     request: Request,
     response: Response,
@@ -258,7 +293,8 @@ async def long_poll(
     deadline = loop.time() + wait
     waiter = notifier.register(session_id)
     try:
-        listening: Listening = await blocking(listen)
+        reads: Reads = request.app.state.reads
+        listening: Listening = await reads.read(listen)
         found = listening.first
         while not found and not notifier.stopping:
             left = deadline - loop.time()
@@ -272,7 +308,7 @@ async def long_poll(
             if notifier.stopping:
                 break
             waiter.clear()  # before the read: a change committed during it wakes again
-            found = await blocking(listening.read)
+            found = await reads.read(listening.read)
         headers = {"connection": "close"} if notifier.stopping else None
         # The stored JSON of each event, validated when it was written: no parsing again.
         body = '{"events":[' + ",".join(found) + "]}"
