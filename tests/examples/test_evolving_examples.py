@@ -117,11 +117,14 @@ def test_the_amr_code_takes_hosts_back_from_the_sweep_which_runs_its_tasks_again
     url = ("--url", daemon.unix)
     (tmp_path / "amr").mkdir()
     (tmp_path / "sweep").mkdir()
-    longer = tmp_path / "sweep.toml"  # the example's sweep, twice as many tasks
+    # The example's sweep, twice as many tasks, each twice as long: the AMR code's launcher
+    # starts while the first ones run, and a busy machine (CI) may take 3 s to start it, the
+    # example's task time, when the preemption would come as they end and stop none.
+    longer = tmp_path / "sweep.toml"
     longer.write_text(
         SWEEP.read_text()
         .replace("seed = [1, 2, 3]", "seed = [1, 2, 3, 4, 5, 6]")
-        .replace('"./task.py"', f'"{SWEEP.parent / "task.py"}"')
+        .replace('"./task.py", "--seconds", "3"', f'"{SWEEP.parent / "task.py"}", "--seconds", "6"')
     )
     sweep = launch(longer, tmp_path / "sweep", *url)
     assert sweep.stdout is not None
