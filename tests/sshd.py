@@ -191,5 +191,9 @@ def running_sshd(directory: Path, required_by: str = "COORM_REQUIRE_SLURM") -> I
     sshd.start()
     try:
         yield sshd
+    except BaseException:
+        # pytest shows a failed test's captured output: what this sshd logged says which side stalled.
+        print(f"--- {sshd.log} ---\n{sshd.log.read_text(errors='replace')[-4000:]}")
+        raise
     finally:
         sshd.stop()
