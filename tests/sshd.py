@@ -192,7 +192,7 @@ def running_sshd(directory: Path, required_by: str = "COORM_REQUIRE_SLURM") -> I
     try:
         yield sshd
     except BaseException:
-        # pytest shows a failed test's captured output: what this sshd logged says which side stalled.
+        # A failed test shows its output: this sshd's log says which side stalled.
         print(f"--- {sshd.log} ---\n{sshd.log.read_text(errors='replace')[-4000:]}")
         raise
     finally:

@@ -125,7 +125,7 @@ class PassRunner:
         """One pass: plan, record (one transaction, one savepoint per session: a session whose
         handling raises is set aside alone), and hand the intents to the enactor."""
         self.due.taken()
-        rows = {row.id: row for row in self.store.sessions(states=ACTIVE)}
+        rows = {row.id: row for row in self.store.active_sessions()}
         held = self._held()
         table = self._applications(rows, now)
         free = self.poller.free(self._accounted(rows, held))

@@ -89,6 +89,9 @@ class Database:
         self._depth = 0
         self._writer: int | None = None
         """The thread inside the transaction (``_depth`` > 0), for :attr:`in_transaction`."""
+        self._staged: list[dict[Any, Any]] = []
+        """Per open transaction level, what :meth:`_stage` kept: handed to :meth:`_committed`
+        when the outermost block commits, dropped with the level that rolls back."""
         self._closed = False
         self._instance: str | None = None
         self._local = threading.local()
@@ -299,9 +302,11 @@ class Database:
                 # IMMEDIATE takes the write lock now, not at the first write: no upgrade deadlock.
                 conn.execute("BEGIN IMMEDIATE")
                 self._depth, self._writer = 1, threading.get_ident()
+                self._staged = [{}]
                 try:
                     yield
                     conn.execute("COMMIT")
+                    self._committed(self._staged[0])
                 except BaseException as error:
                     if conn.in_transaction:
                         conn.execute("ROLLBACK")
@@ -311,14 +316,18 @@ class Database:
                         ) from error
                     raise
                 finally:
-                    self._depth, self._writer = 0, None
+                    self._depth, self._writer, self._staged = 0, None, []
             else:
                 conn.execute("SAVEPOINT nested")
                 self._depth += 1
+                self._staged.append({})
+                level = len(self._staged)
                 try:
                     yield
                     conn.execute("RELEASE nested")
+                    self._staged[level - 2].update(self._staged.pop())
                 except BaseException as error:
+                    del self._staged[level - 1 :]  # its writes are undone: their memory too
                     if conn.in_transaction:
                         conn.execute("ROLLBACK TO nested")
                         conn.execute("RELEASE nested")
@@ -331,6 +340,16 @@ class Database:
                     raise
                 finally:
                     self._depth -= 1
+
+    def _stage(self, key: object, value: object) -> None:
+        """Keep ``value`` under ``key`` until the transaction commits (then :meth:`_committed`
+        gets it) or the level that wrote it rolls back (then it is forgotten): what a subclass
+        keeps in memory follows the file, savepoints included."""
+        assert self._depth > 0, "staged inside a transaction only"
+        self._staged[-1][key] = value
+
+    def _committed(self, staged: dict[Any, Any]) -> None:
+        """What the committed transaction staged, in the order first staged (nothing here)."""
 
     @property
     def instance(self) -> str:
