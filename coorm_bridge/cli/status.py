@@ -45,7 +45,7 @@ def show_status(url: str | None, token: str | None, ca: str | None = None) -> in
         (
             info.name,
             str(info.hosts),
-            _batch(health, info.name),
+            batch_cell(health, info.name),
             _free_now(caps.get(info.name)),
             _later(caps.get(info.name), health.time),
         )
@@ -53,7 +53,7 @@ def show_status(url: str | None, token: str | None, ca: str | None = None) -> in
     ]
     shown = {info.name for info in infos}
     rows += [  # served but never read: not offered to subscriptions until its batch system answers
-        (name, "?", _batch(health, name), "?", "?")
+        (name, "?", batch_cell(health, name), "?", "?")
         for name in sorted(health.clusters)
         if name not in shown
     ]
@@ -68,12 +68,13 @@ def show_status(url: str | None, token: str | None, ca: str | None = None) -> in
         return 0
     table(
         ("SESSION", "OWNER", "NAME", "STATE", "REQUEST", "START", "END"),
-        [_session_row(s, health) for s in sessions],
+        [session_cells(s, health) for s in sessions],
     )
     return 0
 
 
-def _session_row(s: SessionInfo, health: Health) -> tuple[str, ...]:
+def session_cells(s: SessionInfo, health: Health) -> tuple[str, ...]:
+    """A session's line of the table (``status --watch`` shows its first five cells too)."""
     request = (
         "-"
         if s.request is None
@@ -84,7 +85,8 @@ def _session_row(s: SessionInfo, health: Health) -> tuple[str, ...]:
     return (s.session, s.owner, s.name or "-", s.state.value, request, shown_start, clock(s.end))
 
 
-def _batch(health: Health, cluster: str) -> str:
+def batch_cell(health: Health, cluster: str) -> str:
+    """What the bridge last heard of a cluster's batch system, and whether it is drained."""
     status = health.clusters[cluster].status if cluster in health.clusters else "?"
     return f"{status}, drained" if cluster in health.drained else status
 

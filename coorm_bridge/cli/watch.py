@@ -23,7 +23,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
-from coorm_bridge.cli.status import _batch, _session_row, clock, escaped
+from coorm_bridge.cli.status import batch_cell, clock, escaped, session_cells
 from coorm_bridge.core.messages import CAP
 from coorm_bridge.core.model import ClusterInfo
 from coorm_bridge.core.states import AppState
@@ -168,7 +168,8 @@ def _clusters(reading: Reading, hours: float) -> Table:
         chart = "?"
         if cap is not None and count is not None:
             chart = bar(slots(cap.steps, health.time, health.time + span, COLUMNS), count)
-        row = (name, count or "?", _batch(health, name), "?" if cap is None else cap.steps[0][1])
+        free = "?" if cap is None else cap.steps[0][1]
+        row = (name, count or "?", batch_cell(health, name), free)
         table.add_row(*(Text(escaped(str(x))) for x in row), Text(chart, "cyan"))
     table.add_row("", "", "", "", Text(scale(span, COLUMNS), "dim"))
     return table
@@ -185,7 +186,7 @@ def _sessions(reading: Reading) -> RenderableType:
         start = session.started_at if session.started_at is not None else session.estimated_start
         never = start is None and session.state is AppState.WAITING  # not before the pass
         row = (
-            *_session_row(session, reading.health)[:5],
+            *session_cells(session, reading.health)[:5],
             "never" if never else short_clock(start, now),
             short_clock(session.end, now),
         )

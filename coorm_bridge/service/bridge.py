@@ -266,21 +266,11 @@ class Bridge:
             return row
 
     def events(
-        self,
-        user: str,
-        session_id: str,
-        after: int,
-        limit: int = 1000,
-        horizon: int | None = None,
-        *,
-        watcher: bool = False,
+        self, user: str, session_id: str, after: int, horizon: int | None = None
     ) -> list[Event]:
-        """Long polls call this on every wake-up: it reads without the bridge's lock or the
-        store's writer, so launchers are never held up by a pass in progress. ``horizon``: the
-        owner's launcher's word on its last choice (:mod:`.quiet`). ``watcher``: a page or a
-        terminal following the session, not its launcher: its reads keep nothing alive and say
-        nothing of what the launcher read."""
-        listening = self.listen(user, session_id, after, limit, horizon, watcher=watcher)
+        """The events a launcher's long poll would get at once (its first read, validated):
+        :meth:`listen` for callers that do not wait."""
+        listening = self.listen(user, session_id, after, horizon=horizon)
         return [EVENTS.validate_json(body) for body in listening.first]
 
     def listen(
@@ -295,7 +285,11 @@ class Bridge:
     ) -> Listening:
         """A long poll's first read (the events' JSON, as stored), and what it calls while it
         waits: ``alive`` (in memory, its launcher is alive) and ``read`` (the events again,
-        without checking the caller again: it was allowed once)."""
+        without checking the caller again: it was allowed once). It reads without the bridge's
+        lock or the store's writer, so launchers are never held up by a pass in progress.
+        ``horizon``: the owner's launcher's word on its last choice (:mod:`.quiet`).
+        ``watcher``: a page or a terminal following the session, not its launcher: its reads
+        keep nothing alive and say nothing of what the launcher read."""
         owner = self.store.owner(session_id)
         if owner is None or (owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
@@ -360,8 +354,10 @@ class Bridge:
             raise NotFound(f"no cluster {cluster}")
         status = statuses[cluster]
         placeholders = [p for p in self.store.placeholders() if p.cluster == cluster]
-        wanted = {p.session_id for p in placeholders}
-        sessions = {row.id: row for row in self.store.sessions() if row.id in wanted}
+        # Only the placeholders' sessions: an occupancy read costs what the cluster holds, not
+        # every session the store still has (ended ones included).
+        found = (self.store.session(sid) for sid in {p.session_id for p in placeholders})
+        sessions = {row.id: row for row in found if row is not None}
         admin = self.is_admin(user)
         now = self.now()
         return occupancy(
