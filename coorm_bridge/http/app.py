@@ -10,6 +10,7 @@ a bearer token from the configuration. Every error is ``{"error": code, "detail"
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
@@ -25,7 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from coorm_bridge import __version__
 from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response, status_of
 from coorm_bridge.http.metrics import BridgeCollector
-from coorm_bridge.http.routes import Reads, metrics_router, router
+from coorm_bridge.http.routes import HEARD_EVERY, Reads, metrics_router, router
 from coorm_bridge.http.routes_v2 import router as router_v2
 from coorm_bridge.http.routes_web import router as router_web
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
@@ -43,10 +44,16 @@ class Notifier:
     """Wakes the long polls of a session when the bridge stored events for it (any thread), and
     all of them when the server stops. It counts the long polls waiting in ``stats``."""
 
-    def __init__(self, stats: Stats) -> None:
+    def __init__(self, stats: Stats, heard_every: float = HEARD_EVERY) -> None:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.waiters: dict[str, set[asyncio.Event]] = {}
         self.stats = stats
+        self.heard_every = heard_every
+        self._living: dict[asyncio.Event, Callable[[], None]] = {}
+        """The signs of life of the waiting long polls, given all at once every
+        ``heard_every`` seconds by one timer: 10,000 polls each waking on a timer of its own
+        took a whole core of the daemon (2,000 timeouts a second)."""
+        self._beat: asyncio.TimerHandle | None = None
         self.passed = asyncio.Event()
         """Set (and replaced) after each pass: a request's answer waits on it, not a thread."""
         self.stopping = False
@@ -59,6 +66,20 @@ class Notifier:
     def _pass_ran(self) -> None:
         self.passed.set()
         self.passed = asyncio.Event()
+
+    async def until_pass(self, after: int, wait: float) -> bool:
+        """Until the pass count is above ``after`` or ``wait`` seconds passed (False), or the
+        server stops meanwhile (True). The wait holds no thread."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while self.stats.passes <= after:
+            if self.stopping:
+                return True
+            if (left := deadline - loop.time()) <= 0:
+                return False
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.passed.wait(), timeout=left)
+        return False
 
     def wake(self, session_ids: list[str]) -> None:
         """The long polls of these sessions (any thread): one hop into the loop for them all."""
@@ -89,7 +110,28 @@ class Notifier:
         self.stats.long_polls += 1
         return waiter
 
+    def keep_alive(self, waiter: asyncio.Event, alive: Callable[[], None]) -> None:
+        """While ``waiter``'s long poll waits, call ``alive`` every ``heard_every`` seconds (in
+        the loop: it must not block)."""
+        self._living[waiter] = alive
+        if self._beat is None and self.loop is not None:
+            self._beat = self.loop.call_later(self.heard_every, self._heartbeat)
+
+    def _heartbeat(self) -> None:
+        self._beat = None
+        for alive in list(self._living.values()):
+            try:
+                alive()
+            except Exception:  # in memory, never expected: the other polls still count
+                log.exception("a long poll's sign of life failed")
+        if self._living and self.loop is not None:
+            self._beat = self.loop.call_later(self.heard_every, self._heartbeat)
+
     def unregister(self, session_id: str, waiter: asyncio.Event) -> None:
+        self._living.pop(waiter, None)
+        if not self._living and self._beat is not None:  # no timer while no poll waits
+            self._beat.cancel()
+            self._beat = None
         waiters = self.waiters.get(session_id)
         if waiters is not None and waiter in waiters:
             waiters.discard(waiter)

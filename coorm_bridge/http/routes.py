@@ -10,11 +10,10 @@ server's stop, which must not wait for them (:meth:`~coorm_bridge.http.app.Notif
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import hmac
 import pwd
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from anyio import to_thread
 from fastapi import APIRouter, Depends, Query, Request
@@ -56,11 +55,13 @@ from coorm_bridge.service.admin import Admin
 from coorm_bridge.service.bridge import Bridge, Listening
 from coorm_bridge.service.jobs import JobDesk
 from coorm_bridge.service.passes import PassRunner
-from coorm_bridge.service.stats import Stats
 
 ERRORS: dict[int | str, dict[str, Any]] = {
     status: {"model": ErrorBody} for status in (400, 401, 403, 404, 409, 413, 422)
 }
+
+if TYPE_CHECKING:
+    from coorm_bridge.http.app import Notifier
 
 router = APIRouter(responses=ERRORS)
 metrics_router = APIRouter()
@@ -177,18 +178,11 @@ async def after_pass(request: Request, response: Response, passes: int) -> None:
     # holds no worker thread: a thousand launchers waiting here leave the threads to the others.
     notifier = request.app.state.notifier
     runner: PassRunner = request.app.state.passes
-    stats: Stats = request.app.state.stats
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + 2 * request.app.state.interval + 10
-    while stats.passes <= passes and (left := deadline - loop.time()) > 0:
-        if notifier.stopping:
-            # The loop's next pass may come after the stop (policy.interval is up to an hour):
-            # this one runs it, so that the answer still carries the estimate.
-            response.headers["connection"] = "close"
-            await blocking(runner.plan)
-            break
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(notifier.passed.wait(), timeout=left)
+    if await notifier.until_pass(passes, 2 * request.app.state.interval + 10):
+        # The loop's next pass may come after the stop (policy.interval is up to an hour):
+        # this one runs it, so that the answer still carries the estimate.
+        response.headers["connection"] = "close"
+        await blocking(runner.plan)
 
 
 @router.put("/sessions/{session_id}/request")
@@ -207,7 +201,8 @@ async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature decl
     return answer
 
 
-#: Seconds between two signs of life of a waiting long poll: half the shortest session_timeout.
+#: Seconds between two signs of life of the waiting long polls (given all at once by the
+#: notifier): half the shortest session_timeout.
 HEARD_EVERY = 5.0
 
 
@@ -285,9 +280,9 @@ async def long_poll(
     versions. The answer is an :class:`EventPage` made of the events' JSON as stored.
 
     The store is read when the poll comes and each time the session's events change (the
-    notifier wakes it), never on a timer: while it waits, every ``HEARD_EVERY`` seconds it only
-    tells the bridge its launcher is alive (in memory). A stop answers at once with nothing
-    new: the launcher polls again and finds the bridge gone."""
+    notifier wakes it), never on a timer: while it waits, the notifier's one timer tells the
+    bridge every ``HEARD_EVERY`` seconds that its launcher is alive (in memory). A stop
+    answers at once with nothing new: the launcher polls again and finds the bridge gone."""
     notifier = request.app.state.notifier
     loop = asyncio.get_running_loop()
     deadline = loop.time() + wait
@@ -296,25 +291,45 @@ async def long_poll(
         reads: Reads = request.app.state.reads
         listening: Listening = await reads.read(listen)
         found = listening.first
-        while not found and not notifier.stopping:
-            left = deadline - loop.time()
-            if left <= 0:
-                break
-            try:
-                await asyncio.wait_for(waiter.wait(), timeout=min(left, HEARD_EVERY))
-            except TimeoutError:
-                listening.alive()
-                continue
-            if notifier.stopping:
-                break
-            waiter.clear()  # before the read: a change committed during it wakes again
-            found = await reads.read(listening.read)
+        if not found and not notifier.stopping and loop.time() < deadline:
+            notifier.keep_alive(waiter, listening.alive)
+            found = await _until_told(waiter, notifier, deadline, reads, listening)
         headers = {"connection": "close"} if notifier.stopping else None
         # The stored JSON of each event, validated when it was written: no parsing again.
         body = '{"events":[' + ",".join(found) + "]}"
         return Response(body, media_type="application/json", headers=headers)
     finally:
         notifier.unregister(session_id, waiter)
+
+
+async def _until_told(
+    waiter: asyncio.Event,
+    notifier: Notifier,
+    deadline: float,
+    reads: Reads,
+    listening: Listening,
+) -> list[str]:
+    """Wait for the session's events until ``deadline`` or the stop (then nothing): woken by
+    the notifier, or by one timer at the deadline (no task, no timeout per wake-up)."""
+    expired = False
+
+    def expire() -> None:
+        nonlocal expired
+        expired = True
+        waiter.set()
+
+    timer = asyncio.get_running_loop().call_at(deadline, expire)
+    try:
+        while True:
+            await waiter.wait()
+            if expired or notifier.stopping:
+                return []
+            waiter.clear()  # before the read: a change committed during it wakes again
+            found: list[str] = await reads.read(listening.read)
+            if found:
+                return found
+    finally:
+        timer.cancel()
 
 
 @router.post("/sessions/{session_id}/done")

@@ -9,8 +9,6 @@ calls would.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 from typing import Annotated
 
 from fastapi import APIRouter, Query, Request
@@ -43,14 +41,6 @@ async def passes(
     """The pass count, once it is above ``after`` or ``wait`` seconds passed (or the server
     stops): a page waits here for the next pass, then reads again what it shows. The wait
     holds no thread."""
-    notifier = request.app.state.notifier
     stats: Stats = request.app.state.stats
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    while stats.passes <= after and not notifier.stopping:
-        left = deadline - loop.time()
-        if left <= 0:
-            break
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(notifier.passed.wait(), timeout=left)
+    await request.app.state.notifier.until_pass(after, wait)
     return Passes(passes=stats.passes, time=bridge.now())

@@ -8,7 +8,6 @@ import json
 import threading
 
 from coorm_bridge.core.model import Filter
-from coorm_bridge.http import routes
 from coorm_bridge.protocol import EventPage
 from tests.http.test_api import auth, subscribe
 
@@ -17,7 +16,8 @@ def test_a_waiting_long_poll_reads_the_store_once_and_stays_alive(client, bridge
     sid = subscribe(client)
     first = client.get(f"/v1/sessions/{sid}/events", params={"wait": 30}, headers=auth())
     after = first.json()["events"][-1]["seq"]
-    monkeypatch.setattr(routes, "HEARD_EVERY", 0.01)  # many signs of life in one wait
+    # Many signs of life in one wait (the notifier gives those of every waiting poll at once).
+    monkeypatch.setattr(client.app.state.notifier, "heard_every", 0.01)
     reads, heard = [], []
     events, alive = bridge.store.event_bodies, bridge.silence.heard
     monkeypatch.setattr(
