@@ -8,16 +8,20 @@ moments a driver withdraws a random idle launcher's session (the DELETE
 commits the ``ended`` event, then answers); it subscribes again (untimed), so N long polls stay
 open and passes run meanwhile. ``p99_ms``/``p50_ms``/``max_ms``: from the DELETE's answer until
 the long poll handed the event over (0 if first); ``e2e_p99_ms``: from sending the DELETE (which
-waits for a pass in progress). Last, the oldest session asks for a whole cluster so that one pass
-changes every view: ``burst_ms`` from the first launcher told to the last, ``start_ms`` from the
-PUT to its ``start``. Then SIGTERM while every launcher holds its long poll: ``stop_s`` until the
-daemon exited, ``stop_answered`` how many of those polls it answered (the others got an error).
+waits for a pass in progress). Last, the oldest session asks for a whole cluster, alpha, so that
+one pass changes the views of ``burst_views`` launchers (``--burst-views``: those watching alpha
+and beta; the others watch gamma, and their views do not change): ``burst_ms`` from the first of
+them told to the last, ``start_ms`` from the PUT to its ``start``. Then SIGTERM while every
+launcher holds its long poll: ``stop_s`` until the daemon exited, ``stop_answered`` how many of
+those polls it answered (the others got an error).
 Before that, a queue: ``--queue`` launchers ask for a quarter of ``beta`` each, one after the
 other (four run, the others wait), then each waiting one asks again for half as much, for as
 long: every such change moves the estimates of those behind it, and the placeholders the bridge
 holds for them (the first waiting one wherever it starts, the others within the horizon).
-``reservation_calls_per_app``: the bridge's reservation creates, updates and deletes
-(``/metrics``) over the whole run, per queued application. ``processes``: the launchers' and
+``idle_cpu_pct``: the daemon's CPU (percent of a core) over 10 s with every launcher waiting
+and nothing changing, their long polls coming back every 30 s. ``reservation_calls_per_app``:
+the bridge's reservation creates, updates and deletes (``/metrics``) over the whole run, per
+queued application. ``processes``: the launchers' and
 the driver's; ``kb_per_waiting_launcher``: the daemon's resident memory with every launcher
 waiting, less before the first came, per launcher; ``daemon_cpu_s`` and ``clients_cpu_s``: the
 CPU time of the daemon (until SIGTERM) and of every launcher process (they share the machine).
@@ -49,7 +53,13 @@ from typing import Any
 
 import h11
 
-PLATFORM = '[[cluster]]\nname = "alpha"\nhosts = 256\n[[cluster]]\nname = "beta"\nhosts = 128\n'
+PLATFORM = (
+    '[[cluster]]\nname = "alpha"\nhosts = 256\n[[cluster]]\nname = "beta"\nhosts = 128\n'
+    '[[cluster]]\nname = "gamma"\nhosts = 128\n'
+)
+#: What a launcher watches: the burst's request on alpha and the queue's on beta change the
+#: views of ``WATCHING_ALPHA`` launchers only, those of ``ELSEWHERE`` not at all.
+WATCHING_ALPHA, ELSEWHERE = ("alpha", "beta"), ("gamma",)
 CONFIG = """policy = {{ interval = 1.0 }}
 adapter = {{ kind = "mock", platform = "platform.toml" }}
 [bridge]
@@ -62,6 +72,10 @@ connections = {{ max_total = {total}, max_per_peer = {per_peer} }}
 [limits]
 held_share = 1.0  # every launcher is user "bench": its last request takes a whole cluster
 """
+
+
+#: Seconds the daemon's CPU is measured with every launcher waiting and nothing changing.
+IDLE_S = 10
 
 
 class Http:
@@ -127,8 +141,11 @@ class Launcher:
     """Subscribes, then long-polls its session's events until it ends; then subscribes again.
     Once ``stopping`` is set, a daemon that does not answer ends it."""
 
-    def __init__(self, http: Http, stopping: asyncio.Event) -> None:
+    def __init__(
+        self, http: Http, stopping: asyncio.Event, clusters: tuple[str, ...] = WATCHING_ALPHA
+    ) -> None:
         self.http, self.session, self.after, self.picked = http, "", 0, False
+        self.clusters = clusters
         self.stopping = stopping
         self.answered_at_stop = False
         self.told: dict[int, float] = {}  # event number -> when it came
@@ -138,7 +155,8 @@ class Launcher:
 
     async def run(self) -> None:
         while True:
-            answer = await self.http.call("POST", "/sessions", {"name": "bench"}, expect=201)
+            body = {"name": "bench", "filter": {"clusters": list(self.clusters)}}
+            answer = await self.http.call("POST", "/sessions", body, expect=201)
             self.session, self.after, self.picked = answer["session"], 0, False
             self.told, self.kinds = {}, {}
             while "ended" not in self.kinds:
@@ -159,28 +177,36 @@ class Launcher:
             self.ended[self.session] = self.told[self.kinds["ended"]]
 
 
-async def crowd(port: int, token: str, count: int, source: str, pipe: Connection) -> None:
-    """``count`` launchers in this process, told what to do by the driver over ``pipe``:
-    ``waiting`` (how many hold a long poll with their view), ``mark`` (remember each one's
-    last event), ``told`` (when each got an event after the mark; None: not yet), ``stopping``
+async def crowd(  # noqa: PLR0917 - a process's share of the run
+    port: int, token: str, count: int, alpha: int, source: str, pipe: Connection
+) -> None:
+    """``count`` launchers in this process (the first ``alpha`` watching alpha), told what to do
+    by the driver over ``pipe``: ``waiting`` (how many hold a long poll with their view),
+    ``mark`` (remember each one's last event), ``told`` (when each of those watching alpha got
+    an event after the mark; None: not yet), ``stopping``
     (a daemon that stops ends them), ``end`` (how many of their polls the stop answered, and
     this process's CPU seconds). Times are ``time.perf_counter``: the system's monotonic
     clock, the same in every process."""
     stopping = asyncio.Event()
-    launchers = [Launcher(Http(port, token, source), stopping) for _ in range(count)]
+    launchers = [
+        Launcher(Http(port, token, source), stopping, WATCHING_ALPHA if k < alpha else ELSEWHERE)
+        for k in range(count)
+    ]
     tasks = [asyncio.create_task(x.run()) for x in launchers]
     marks: list[int] = []
     while True:
         command = await asyncio.to_thread(pipe.recv)
-        if command == "waiting":
-            pipe.send(sum(1 for x in launchers if x.polling_since))
+        if command == "waiting":  # or failed: counted among the errors at the end
+            pipe.send(
+                sum(1 for x, t in zip(launchers, tasks, strict=True) if x.polling_since or t.done())
+            )
         elif command == "mark":
             marks = [x.after for x in launchers]
             pipe.send(None)
         elif command == "told":
             pipe.send([
                 min((t for seq, t in x.told.items() if seq > mark), default=None)
-                for x, mark in zip(launchers, marks, strict=True)
+                for x, mark in zip(launchers[:alpha], marks, strict=False)
             ])  # fmt: skip
         elif command == "stopping":
             stopping.set()
@@ -199,19 +225,21 @@ async def crowd(port: int, token: str, count: int, source: str, pipe: Connection
             return
 
 
-def crowd_process(port: int, token: str, count: int, source: str, pipe: Connection) -> None:
+def crowd_process(  # noqa: PLR0917 - as crowd()
+    port: int, token: str, count: int, alpha: int, source: str, pipe: Connection
+) -> None:
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(crowd(port, token, count, source, pipe))
+        asyncio.run(crowd(port, token, count, alpha, source, pipe))
 
 
 class Crowd:
     """A process of launchers (:func:`crowd`), from the driver's side."""
 
-    def __init__(self, port: int, token: str, count: int, source: str) -> None:
+    def __init__(self, port: int, token: str, count: int, alpha: int, source: str) -> None:
         self.pipe, theirs = multiprocessing.Pipe()
         self.count = count
         self.process = multiprocessing.Process(
-            target=crowd_process, args=(port, token, count, source, theirs), daemon=True
+            target=crowd_process, args=(port, token, count, alpha, source, theirs), daemon=True
         )
         self.process.start()
 
@@ -257,15 +285,24 @@ class Bench:
         n: int,
         local: int,
         per_process: int,
+        burst_views: int,
     ) -> None:
         self.daemon, self.stopping = daemon, asyncio.Event()
         self.crowd = [Launcher(Http(port, token), self.stopping) for _ in range(min(n, local))]
         rest = n - len(self.crowd)
         self.shares = [min(per_process, rest - k) for k in range(0, rest, per_process)]
+        # The head's request changes the views of the others watching alpha: the driver's
+        # launchers first, then the first ones of each process in turn.
+        alpha = max(0, burst_views + 1 - len(self.crowd))
+        self.alpha = []
+        for share in self.shares:
+            self.alpha.append(min(share, alpha))
+            alpha -= self.alpha[-1]
+        self.burst_views = len(self.crowd) - 1 + sum(self.alpha)
         self.crowds: list[Crowd] = []
         self.token = token
         self.rss_base = self.rss_waiting = 0
-        self.daemon_cpu = float("nan")
+        self.daemon_cpu = self.idle_cpu = float("nan")
         self.port = port
         self.tasks: list[asyncio.Task[None]] = []
         self.pool: asyncio.Queue[Http] = asyncio.Queue()  # the driver's keep-alive connections
@@ -414,11 +451,14 @@ class Bench:
             head.picked = True  # (after its subscription, which clears it)
             self.tasks += [asyncio.create_task(launcher.run()) for launcher in self.crowd[1:]]
             self.crowds = [
-                Crowd(self.port, self.token, share, f"127.0.0.{10 + i}")
-                for i, share in enumerate(self.shares)
+                Crowd(self.port, self.token, share, alpha, f"127.0.0.{10 + i}")
+                for i, (share, alpha) in enumerate(zip(self.shares, self.alpha, strict=True))
             ]
             await self.settle()
             self.rss_waiting = rss_kb(self.daemon.pid)
+            used = cpu_s(self.daemon.pid)
+            await asyncio.sleep(IDLE_S)  # every launcher waits, nothing changes
+            self.idle_cpu = (cpu_s(self.daemon.pid) - used) / IDLE_S
             await self.rounds(random.Random(args.seed), args.rounds, args.rate)
             await self.settle()
             await self.burst()
@@ -438,12 +478,14 @@ class Bench:
         return (
             f"daemon_longpoll launchers={args.launchers} p99_ms={ms(d, 0.99)} p50_ms={ms(d, 0.5)} "
             f"max_ms={ms(d, 1)} e2e_p99_ms={ms(e2e, 0.99)} rounds={len(d)} "
-            f"errors={len(self.errors)} burst_ms={1000 * self.spread:.0f} "
+            f"errors={len(self.errors)} burst_views={self.burst_views} "
+            f"burst_ms={1000 * self.spread:.0f} "
             f"start_ms={1000 * self.start:.0f} stop_s={self.stop_s:.2f} "
             f"stop_answered={self.answered} "
             f"reservation_calls_per_app={self.calls} "
             f"processes={1 + len(self.crowds)} "
             f"kb_per_waiting_launcher={(self.rss_waiting - self.rss_base) / args.launchers:.1f} "
+            f"idle_cpu_pct={100 * self.idle_cpu:.0f} "
             f"daemon_cpu_s={self.daemon_cpu:.1f} clients_cpu_s={self.clients_cpu:.1f}"
         )
 
@@ -483,6 +525,9 @@ def main() -> None:
     parser.add_argument(
         "--per-process", type=int, default=2500, help="launchers per process beside the driver"
     )
+    parser.add_argument(
+        "--burst-views", type=int, default=1000, help="views the burst's request changes"
+    )
     args = parser.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with contextlib.suppress(ValueError, OSError):  # 1,000 connections exceed the usual 1,024
@@ -494,7 +539,9 @@ def main() -> None:
     folder = Path(tempfile.mkdtemp(prefix="cb-", dir="/tmp"))  # AF_UNIX paths are short
     daemon = start_daemon(folder, port, token)
     try:
-        bench = Bench(daemon, port, token, args.launchers, args.local, args.per_process)
+        bench = Bench(
+            daemon, port, token, args.launchers, args.local, args.per_process, args.burst_views
+        )
         line, errors = asyncio.run(bench.run(args)), bench.errors
     finally:
         stop_daemon(daemon)
