@@ -105,4 +105,6 @@ def test_the_example_runs_through_the_bridge_on_the_embedded_mock_platform(mpi, 
     assert solver["ok"]
     assert coupler["ok"]
     assert coupler["received"] == solver["sent"]
-    assert abs(solver["started"] - coupler["started"]) <= 1.0
+    apart = abs(solver["started"] - coupler["started"])
+    print(f"the two components began {apart:.2f} s apart")  # before MPI_Init (the example's BEGAN)
+    assert apart <= 1.0
