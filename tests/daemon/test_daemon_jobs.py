@@ -102,6 +102,13 @@ def wait_file(path: Path, timeout: float = 30) -> str:
     return path.read_text()
 
 
+def go(folder: Path, code: int) -> None:
+    """Let a waiting job end with ``code``: ``go`` appears whole (renamed into place), never
+    empty, as a job that sees it may read it at once (an empty read exited 1 in CI)."""
+    (folder / "go.tmp").write_text(str(code))
+    (folder / "go.tmp").rename(folder / "go")
+
+
 #: A job that says what it got, then waits for ``go`` and exits with the code written in it.
 REPORTER = (
     "import json, os, sys, time; print('to stderr', file=sys.stderr);"
@@ -157,7 +164,7 @@ def test_a_job_runs_in_its_session_on_this_host_and_the_batch_system_sees_it_end
         time.sleep(1)
         assert [j.state for j in client.jobs(sid)] == ["running", "pending"]
 
-        (work / "go").write_text("3")
+        go(work, 3)
         info = wait_job(client, sid, answer.job, lambda j: j.state != "running")
         assert (info.state, info.exit_code, info.signal) == ("failed", 3, None)
         state, shot = daemon.batch("c1", info.batch_job)
@@ -315,7 +322,7 @@ def test_a_killed_daemon_restarted_runs_no_job_twice_and_finds_how_each_ended(ma
         wait_file(folder / "c" / "pid")
     first.kill(signal.SIGKILL)
     # While no daemon runs: one job ends by itself, the other is killed with its supervisor.
-    (folder / "b" / "go").write_text("7")
+    go(folder / "b", 7)
     pids = [int((folder / "b" / "runs").read_text())]  # b's job, which exits with its code
     for name in ("supervisor.pid", "job.pid"):
         pids.append(int((first.jobs_folder / lost.job / name).read_text()))
@@ -332,7 +339,7 @@ def test_a_killed_daemon_restarted_runs_no_job_twice_and_finds_how_each_ended(ma
         assert gone_info.state == "failed"
         assert "no exit status" in (gone_info.reason or "")
         assert client.jobs(sid)[0].state == "running"  # still running, watched again
-        (folder / "a" / "go").write_text("0")
+        go(folder / "a", 0)
         done = wait_job(client, sid, running.job, lambda j: j.state != "running")
         assert (done.state, done.exit_code) == ("completed", 0)
     for work in ("a", "b"):
