@@ -131,6 +131,41 @@ class Http:
             self.conn.start_next_cycle()
         return status, b"".join(chunks)
 
+    async def stream(self, target: str) -> Any:
+        """``GET target`` as an event stream: yields (number, type) of each event as it comes,
+        until the daemon ends the stream (then the connection is closed)."""
+        await self.close()  # a connection of its own, as a launcher's event thread has
+        self.streams = await asyncio.open_connection(
+            "127.0.0.1", self.port, local_addr=(self.source, 0)
+        )
+        self.conn = h11.Connection(h11.CLIENT)
+        reader, writer = self.streams
+        headers = [*self.headers, ("accept", "text/event-stream")]
+        writer.write(self.conn.send(h11.Request(method="GET", target=target, headers=headers)))
+        writer.write(self.conn.send(h11.EndOfMessage()))
+        text = ""
+        while True:
+            event = self.conn.next_event()
+            if event is h11.NEED_DATA:
+                received = await reader.read(65536)
+                if not received:
+                    raise ConnectionError("the daemon closed the connection")
+                self.conn.receive_data(received)
+            elif isinstance(event, h11.Response):
+                if event.status_code != 200:
+                    raise RuntimeError(f"GET {target}: HTTP {event.status_code}")
+            elif isinstance(event, h11.Data):
+                text += bytes(event.data).decode()
+                blocks = text.split("\n\n")
+                text = blocks.pop()  # what is not whole yet
+                for block in blocks:
+                    if block.startswith("id: "):
+                        head, _, data = block.partition("\ndata: ")
+                        yield int(head[4:]), json.loads(data)["type"]
+            elif isinstance(event, h11.EndOfMessage | h11.ConnectionClosed):
+                await self.close()
+                return
+
     async def close(self) -> None:
         if self.streams is not None:
             self.streams[1].close()
@@ -142,9 +177,15 @@ class Launcher:
     Once ``stopping`` is set, a daemon that does not answer ends it."""
 
     def __init__(
-        self, http: Http, stopping: asyncio.Event, clusters: tuple[str, ...] = WATCHING_ALPHA
+        self,
+        http: Http,
+        stopping: asyncio.Event,
+        clusters: tuple[str, ...] = WATCHING_ALPHA,
+        *,
+        stream: bool = True,
     ) -> None:
         self.http, self.session, self.after, self.picked = http, "", 0, False
+        self.stream = stream
         self.clusters = clusters
         self.stopping = stopping
         self.answered_at_stop = False
@@ -159,6 +200,11 @@ class Launcher:
             answer = await self.http.call("POST", "/sessions", body, expect=201)
             self.session, self.after, self.picked = answer["session"], 0, False
             self.told, self.kinds = {}, {}
+            if self.stream:
+                if await self.follow():
+                    return
+                self.ended[self.session] = self.told[self.kinds["ended"]]
+                continue
             while "ended" not in self.kinds:
                 self.polling_since = time.perf_counter() if self.after else None  # has a view
                 path = f"/sessions/{self.session}/events?after={self.after}&wait=30"
@@ -176,9 +222,30 @@ class Launcher:
                     self.told[self.after], self.kinds[event["type"]] = now, self.after
             self.ended[self.session] = self.told[self.kinds["ended"]]
 
+    async def follow(self) -> bool:
+        """The session's stream until its ``ended`` event (False), or until the daemon's stop
+        ended it (True)."""
+        self.polling_since = None
+        try:
+            async for seq, kind in self.http.stream(f"/v1/sessions/{self.session}/events"):
+                now = time.perf_counter()
+                self.after, self.told[seq], self.kinds[kind] = seq, now, seq
+                if kind == "ended":
+                    await self.http.close()
+                    return False
+                self.polling_since = now  # it has its view and waits
+        except (OSError, h11.ProtocolError):
+            if self.stopping.is_set():
+                return True
+            raise
+        if self.stopping.is_set():  # the stop ended the stream: it found the daemon gone
+            self.answered_at_stop = True
+            return True
+        raise ConnectionError("the daemon ended a stream before its stop")
+
 
 async def crowd(  # noqa: PLR0917 - a process's share of the run
-    port: int, token: str, count: int, alpha: int, source: str, pipe: Connection
+    port: int, token: str, count: int, alpha: int, source: str, pipe: Connection, stream: bool
 ) -> None:
     """``count`` launchers in this process (the first ``alpha`` watching alpha), told what to do
     by the driver over ``pipe``: ``waiting`` (how many hold a long poll with their view),
@@ -189,7 +256,12 @@ async def crowd(  # noqa: PLR0917 - a process's share of the run
     clock, the same in every process."""
     stopping = asyncio.Event()
     launchers = [
-        Launcher(Http(port, token, source), stopping, WATCHING_ALPHA if k < alpha else ELSEWHERE)
+        Launcher(
+            Http(port, token, source),
+            stopping,
+            WATCHING_ALPHA if k < alpha else ELSEWHERE,
+            stream=stream,
+        )
         for k in range(count)
     ]
     tasks = [asyncio.create_task(x.run()) for x in launchers]
@@ -226,20 +298,24 @@ async def crowd(  # noqa: PLR0917 - a process's share of the run
 
 
 def crowd_process(  # noqa: PLR0917 - as crowd()
-    port: int, token: str, count: int, alpha: int, source: str, pipe: Connection
+    port: int, token: str, count: int, alpha: int, source: str, pipe: Connection, stream: bool
 ) -> None:
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(crowd(port, token, count, alpha, source, pipe))
+        asyncio.run(crowd(port, token, count, alpha, source, pipe, stream))
 
 
 class Crowd:
     """A process of launchers (:func:`crowd`), from the driver's side."""
 
-    def __init__(self, port: int, token: str, count: int, alpha: int, source: str) -> None:
+    def __init__(  # noqa: PLR0917 - as crowd()
+        self, port: int, token: str, count: int, alpha: int, source: str, stream: bool
+    ) -> None:
         self.pipe, theirs = multiprocessing.Pipe()
         self.count = count
         self.process = multiprocessing.Process(
-            target=crowd_process, args=(port, token, count, alpha, source, theirs), daemon=True
+            target=crowd_process,
+            args=(port, token, count, alpha, source, theirs, stream),
+            daemon=True,
         )
         self.process.start()
 
@@ -286,9 +362,12 @@ class Bench:
         local: int,
         per_process: int,
         burst_views: int,
+        stream: bool,
     ) -> None:
-        self.daemon, self.stopping = daemon, asyncio.Event()
-        self.crowd = [Launcher(Http(port, token), self.stopping) for _ in range(min(n, local))]
+        self.daemon, self.stopping, self.stream = daemon, asyncio.Event(), stream
+        self.crowd = [
+            Launcher(Http(port, token), self.stopping, stream=stream) for _ in range(min(n, local))
+        ]
         rest = n - len(self.crowd)
         self.shares = [min(per_process, rest - k) for k in range(0, rest, per_process)]
         # The head's request changes the views of the others watching alpha: the driver's
@@ -375,7 +454,9 @@ class Bench:
         """Requests that queue on beta, then each waiting one changing its request."""
         http = await self.pool.get()
         sessions = await http.call("GET", "/sessions")
-        idle = [s["session"] for s in sessions if s["state"] == "submitted"][:count]
+        idle = [
+            s["session"] for s in sessions if s["state"] == "submitted" and "beta" in s["clusters"]
+        ][:count]
         for session in idle:
             body = {"nodes": {"beta": 32}, "duration": 600}
             await http.call("PUT", f"/sessions/{session}/request", body)
@@ -451,7 +532,7 @@ class Bench:
             head.picked = True  # (after its subscription, which clears it)
             self.tasks += [asyncio.create_task(launcher.run()) for launcher in self.crowd[1:]]
             self.crowds = [
-                Crowd(self.port, self.token, share, alpha, f"127.0.0.{10 + i}")
+                Crowd(self.port, self.token, share, alpha, f"127.0.0.{10 + i}", self.stream)
                 for i, (share, alpha) in enumerate(zip(self.shares, self.alpha, strict=True))
             ]
             await self.settle()
@@ -476,7 +557,8 @@ class Bench:
             await self.close()
         d, e2e = self.delivery, self.e2e
         return (
-            f"daemon_longpoll launchers={args.launchers} p99_ms={ms(d, 0.99)} p50_ms={ms(d, 0.5)} "
+            f"daemon_load mode={args.mode} launchers={args.launchers} "
+            f"p99_ms={ms(d, 0.99)} p50_ms={ms(d, 0.5)} "
             f"max_ms={ms(d, 1)} e2e_p99_ms={ms(e2e, 0.99)} rounds={len(d)} "
             f"errors={len(self.errors)} burst_views={self.burst_views} "
             f"burst_ms={1000 * self.spread:.0f} "
@@ -528,6 +610,12 @@ def main() -> None:
     parser.add_argument(
         "--burst-views", type=int, default=1000, help="views the burst's request changes"
     )
+    parser.add_argument(
+        "--mode",
+        choices=("stream", "poll"),
+        default="stream",
+        help="how launchers wait: an event stream (coorm-launch now), or long polls (before)",
+    )
     args = parser.parse_args()
     _, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     with contextlib.suppress(ValueError, OSError):  # 1,000 connections exceed the usual 1,024
@@ -538,13 +626,25 @@ def main() -> None:
     begin = time.monotonic()
     folder = Path(tempfile.mkdtemp(prefix="cb-", dir="/tmp"))  # AF_UNIX paths are short
     daemon = start_daemon(folder, port, token)
+    bench = Bench(
+        daemon,
+        port,
+        token,
+        args.launchers,
+        args.local,
+        args.per_process,
+        args.burst_views,
+        args.mode == "stream",
+    )
+    errors = bench.errors
     try:
-        bench = Bench(
-            daemon, port, token, args.launchers, args.local, args.per_process, args.burst_views
-        )
-        line, errors = asyncio.run(bench.run(args)), bench.errors
+        line = asyncio.run(bench.run(args))
     finally:
         stop_daemon(daemon)
+        if errors:  # the daemon's side of the story
+            kept = Path(tempfile.gettempdir()) / f"daemon_load-{os.getpid()}.log"
+            shutil.copy(folder / "daemon.log", kept)
+            errors.append(f"the daemon's log is kept in {kept}")
         shutil.rmtree(folder, ignore_errors=True)
     sys.stderr.writelines(f"error: {e} (x{errors.count(e)})\n" for e in sorted(set(errors)))
     print(f"{line} seconds={time.monotonic() - begin:.1f}", flush=True)

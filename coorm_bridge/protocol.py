@@ -40,6 +40,10 @@ from coorm_bridge.core.states import AppState
 API_PREFIX = "/v1"
 #: Longest long-poll a launcher may ask for, in seconds (proxies cut idle connections).
 MAX_WAIT = 60.0
+#: Seconds an event stream (``GET .../events`` with ``Accept: text/event-stream``) stays
+#: silent at most: with nothing to say, it sends a comment. A reader that heard nothing for
+#: twice as long may take the bridge for gone and reconnect.
+STREAM_PING = 30.0
 #: Largest request body the daemon reads, in bytes (a view or request is a few kB).
 MAX_BODY = 64 * 1024
 
@@ -99,6 +103,15 @@ class EventPage(Frozen):
     """``GET .../events``: the session's events numbered above ``after``, oldest first."""
 
     events: list[Event]
+
+
+class HorizonBody(Frozen):
+    """``PUT /v1/sessions/{id}/horizon``: a streaming launcher's word on its choice on the view
+    after event ``after`` (what a long poll says with ``?horizon=``): no change of that view
+    from ``horizon`` on can alter it (None: every change can)."""
+
+    after: Annotated[int, Field(ge=0, le=MAX_SEQ)]
+    horizon: Time | None
 
 
 class ClusterHealth(Frozen):
@@ -349,10 +362,12 @@ __all__ = [
     "API_PREFIX",
     "MAX_BODY",
     "MAX_WAIT",
+    "STREAM_PING",
     "ClusterHealth",
     "ErrorBody",
     "EventPage",
     "Health",
+    "HorizonBody",
     "JobAnswer",
     "JobInfo",
     "JobRequest",

@@ -27,6 +27,7 @@ from requests_unixsocket.adapters import UnixAdapter
 
 from coorm_bridge.core.messages import CAP, EndedEvent, Event, StartEvent
 from coorm_bridge.core.model import ClusterInfo, Filter, Interconnect, Request, describe
+from coorm_bridge.launchers.stream import EVENT_STREAM, NotStreaming, events_of, read_timeout
 from coorm_bridge.paths import default_socket
 from coorm_bridge.protocol import (
     API_PREFIX,
@@ -36,6 +37,7 @@ from coorm_bridge.protocol import (
     ErrorBody,
     EventPage,
     Health,
+    HorizonBody,
     JobAnswer,
     JobInfo,
     JobRequest,
@@ -70,6 +72,7 @@ _JOBS = TypeAdapter(list[JobInfo])
 _JOB = TypeAdapter(JobInfo)
 _ADMIN_SESSIONS = TypeAdapter(list[AdminSession])
 _DRAIN = TypeAdapter(DrainInfo)
+_NOTHING = TypeAdapter(None)
 #: Bytes of a non-JSON error body quoted in the message: enough to recognise a proxy's page.
 _SNIPPET = 200
 
@@ -161,9 +164,13 @@ class BridgeClient:
         timeout: float = 10.0,
         sleep: Callable[[float], None] = time.sleep,
         verify: str | os.PathLike[str] | None = None,
+        *,
+        stream: bool = True,
     ) -> None:
         """``verify``: over https, the PEM file to verify the daemon's certificate against
-        (default: ``$REQUESTS_CA_BUNDLE``, else the system's CAs); verification cannot be off."""
+        (default: ``$REQUESTS_CA_BUNDLE``, else the system's CAs); verification cannot be off.
+        ``stream``: :meth:`follow` reads a stream of events (False: long polls, as through a
+        proxy that holds answers back until they end)."""
         self.url = url if url is not None else self.default_url()
         self.timeout = timeout
         self._base = base_url(self.url)
@@ -178,6 +185,8 @@ class BridgeClient:
         # Given per request, not on the session: requests lets $REQUESTS_CA_BUNDLE and
         # $CURL_CA_BUNDLE override a session's verify, never a request's.
         self._verify: str | bool = True if verify is None else os.fspath(verify)
+        self._streams = stream
+        """Whether to read events as a stream: unless the bridge shows it predates them."""
 
     @classmethod
     def default_url(cls) -> str:
@@ -359,33 +368,91 @@ class BridgeClient:
         horizon: Callable[[int], int | None] | None = None,
     ) -> Iterator[Event]:
         """Every event of the session after ``after``, in order, until it ends (its ``ended``
-        event that names no request). ``horizon(after)``: what to poll with after an event
-        (:class:`~coorm_bridge.launchers.selection.Horizons`).
+        event that names no request). ``horizon(after)``: the horizon of the launcher's choice
+        after event ``after`` (:class:`~coorm_bridge.launchers.selection.Horizons`).
 
-        Rides out a daemon restart: when the bridge cannot be reached or answers 5xx, waits
-        (doubling from ``retry`` up to ``max_retry``) and polls again from the last event
-        yielded, so none is lost or repeated. Refusals (4xx) are raised: retrying cannot help.
+        Reads them as a stream (:mod:`.stream`); from a bridge that predates streams, by long
+        polls of ``wait`` seconds. Rides out a daemon restart: when the bridge cannot be
+        reached or answers 5xx, waits (doubling from ``retry`` up to ``max_retry``) and reads
+        again from the last event yielded, so none is lost or repeated. Refusals (4xx) are
+        raised: retrying cannot help.
         """
         delay = retry
         while True:
             try:
-                told = None if horizon is None else horizon(after)
-                events = self.events(session, after=after, wait=wait, horizon=told)
+                for event in self._events_after(session, after, wait, horizon):
+                    delay = retry
+                    if event.seq <= after:  # already yielded; the daemon should not resend it
+                        continue
+                    after = event.seq
+                    yield event
+                    # An evolving application's request ends with one too (API v2): not the
+                    # session.
+                    if isinstance(event, EndedEvent) and event.request is None:
+                        return
+                delay = retry  # a long poll answered, maybe with nothing
             except BridgeError as error:
                 if not (isinstance(error, BridgeUnreachable) or error.status >= 500):
                     raise
                 self._sleep(delay)
                 delay = min(delay * 2, max_retry)
-                continue
-            delay = retry
-            for event in events:
-                if event.seq <= after:  # already yielded; the daemon should not resend it
-                    continue
-                after = event.seq
-                yield event
-                # An evolving application's request ends with one too (API v2): not the session.
-                if isinstance(event, EndedEvent) and event.request is None:
-                    return
+
+    def tell_horizon(self, session: str, after: int, horizon: int | None) -> None:
+        """The horizon of the launcher's choice on the view after event ``after``: what a
+        stream's reader says instead of a long poll's ``?horizon=``."""
+        body = HorizonBody(after=after, horizon=horizon).model_dump(mode="json")
+        self._call("PUT", _path(session, "horizon"), _NOTHING, body=body)
+
+    def _events_after(
+        self,
+        session: str,
+        after: int,
+        wait: float,
+        horizon: Callable[[int], int | None] | None,
+    ) -> Iterator[Event]:
+        """The session's events after ``after``: a stream's until the bridge ends it (then
+        :class:`BridgeUnreachable`: it stopped), or one long poll's."""
+        told = None if horizon is None else horizon(after)
+        if self._streams:
+            try:
+                for event in self._stream(session, after, told):
+                    yield event
+                    if horizon is not None and (told := horizon(event.seq)) is not None:
+                        self.tell_horizon(session, event.seq, told)
+            except NotStreaming as old:
+                self._streams = False  # a bridge from before streams: long polls from now on
+                yield from old.page.events
+                return
+            raise BridgeUnreachable(f"the bridge at {self.url} ended the event stream")
+        yield from self.events(session, after=after, wait=wait, horizon=told)
+
+    def _stream(self, session: str, after: int, horizon: int | None) -> Iterator[Event]:
+        url = f"{self._base}{self._events_prefix}{_path(session, 'events')}"
+        params = {"after": str(after)}
+        if horizon is not None:
+            params["horizon"] = str(horizon)
+        try:
+            answer = self._http.get(
+                url,
+                params=params,
+                headers={"accept": EVENT_STREAM},
+                stream=True,
+                timeout=(self.timeout, read_timeout(self.timeout)),
+                verify=self._verify,
+            )
+        except (requests.ConnectionError, requests.Timeout) as error:
+            raise BridgeUnreachable(f"no answer from the bridge at {self.url}: {error}") from error
+        except requests.RequestException as error:
+            raise BridgeError(0, "request_failed", f"GET {url}: {error}") from error
+        if not answer.ok:
+            with answer:
+                raise _refusal(answer)
+        try:
+            yield from events_of(answer)
+        except requests.RequestException as error:  # broken, or silent too long
+            raise BridgeUnreachable(f"the event stream from {self.url} broke: {error}") from error
+        except ValueError as error:
+            raise BridgeError(200, "bad_answer", f"GET {url}: {error}") from None
 
     # -- plumbing --------------------------------------------------------------------------
 
@@ -425,6 +492,8 @@ class BridgeClient:
             raise BridgeError(0, "request_failed", f"{method} {url}: {error}") from error
         if not answer.ok:
             raise _refusal(answer)
+        if answer.status_code == 204:  # no content: an answer of None
+            return adapter.validate_python(None)
         try:
             return adapter.validate_json(answer.content)
         except ValidationError as error:

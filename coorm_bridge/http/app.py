@@ -26,9 +26,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from coorm_bridge import __version__
 from coorm_bridge.http.errors import Forbidden, Unauthenticated, error_response, status_of
 from coorm_bridge.http.metrics import BridgeCollector
-from coorm_bridge.http.routes import HEARD_EVERY, Reads, metrics_router, router
+from coorm_bridge.http.routes import HEARD_EVERY, metrics_router, router
 from coorm_bridge.http.routes_v2 import router as router_v2
 from coorm_bridge.http.routes_web import router as router_web
+from coorm_bridge.http.waiting import Reads
 from coorm_bridge.protocol import API_PREFIX, MAX_BODY
 from coorm_bridge.protocol_v2 import API_V2_PREFIX
 from coorm_bridge.service.errors import SessionError
@@ -98,7 +99,7 @@ class Notifier:
         launcher polls again and finds the bridge gone, as after any stop), and later ones
         answer at once; a request waiting for its pass runs it."""
         self.stopping = True
-        log.info("stopping: answering %d open long poll(s)", self.stats.long_polls)
+        log.info("stopping: ending %d waiting stream(s) and long poll(s)", self.stats.long_polls)
         for waiters in self.waiters.values():
             for waiter in waiters:
                 waiter.set()

@@ -123,5 +123,5 @@ class BridgeCollector(Collector):
             value=self.store.size(),
         )
         # Launchers waiting on their events, each with a connection and a task in the daemon.
-        text = "Long polls waiting for their session's events."
+        text = "Long polls and event streams waiting for their session's events."
         yield GaugeMetricFamily("coorm_long_polls", text, value=stats.long_polls)

@@ -9,14 +9,14 @@ server's stop, which must not wait for them (:meth:`~coorm_bridge.http.app.Notif
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import pwd
+import time
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from anyio import to_thread
-from fastapi import APIRouter, Depends, Query, Request
+from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -33,6 +33,7 @@ from coorm_bridge.core.model import Request as NodesRequest
 from coorm_bridge.core.states import AppState
 from coorm_bridge.http.errors import Forbidden, Unauthenticated
 from coorm_bridge.http.server import peer_of
+from coorm_bridge.http.waiting import EVENT_STREAM, event_stream, long_poll
 from coorm_bridge.protocol import (
     MAX_WAIT,
     AdminSession,
@@ -42,6 +43,7 @@ from coorm_bridge.protocol import (
     ErrorBody,
     EventPage,
     Health,
+    HorizonBody,
     JobAnswer,
     JobInfo,
     JobRequest,
@@ -52,7 +54,8 @@ from coorm_bridge.protocol import (
     Subscribed,
 )
 from coorm_bridge.service.admin import Admin
-from coorm_bridge.service.bridge import Bridge, Listening
+from coorm_bridge.service.bridge import Bridge
+from coorm_bridge.service.errors import Invalid
 from coorm_bridge.service.jobs import JobDesk
 from coorm_bridge.service.passes import PassRunner
 
@@ -61,7 +64,7 @@ ERRORS: dict[int | str, dict[str, Any]] = {
 }
 
 if TYPE_CHECKING:
-    from coorm_bridge.http.app import Notifier
+    pass
 
 router = APIRouter(responses=ERRORS)
 metrics_router = APIRouter()
@@ -82,11 +85,31 @@ def user_of_uid(uid: int) -> str:
     return name
 
 
-def caller(request: Request) -> str:
-    """Who calls: the Unix socket peer's user, else the user of a configured bearer token."""
+#: Seconds a uid's name is kept: the user database is read at most this often per uid, in the
+#: server's loop (a dependency run in a worker thread costs two thread hops per request).
+NAMES_KEPT = 60.0
+_names: dict[int, tuple[float, str]] = {}
+
+
+def name_of_uid(uid: int) -> str:
+    """:func:`user_of_uid`, kept ``NAMES_KEPT`` seconds (a refusal is not kept)."""
+    now = time.monotonic()
+    kept = _names.get(uid)
+    if kept is not None and now - kept[0] < NAMES_KEPT:
+        return kept[1]
+    name = user_of_uid(uid)
+    if len(_names) >= 4096:  # bounded: uids come from the peers that connect
+        _names.clear()
+    _names[uid] = (now, name)
+    return name
+
+
+async def caller(request: Request) -> str:
+    """Who calls: the Unix socket peer's user, else the user of a configured bearer token.
+    Run in the server's loop: it reads memory, and the user database once a minute."""
     peer = peer_of(request.scope)
     if peer is not None:
-        return user_of_uid(peer.uid)
+        return name_of_uid(peer.uid)
     header = request.headers.get("authorization", "")
     scheme, _, token = header.partition(" ")
     if scheme.lower() == "bearer" and token:
@@ -98,17 +121,17 @@ def caller(request: Request) -> str:
     raise Unauthenticated("over TCP, send 'Authorization: Bearer <token>'")
 
 
-def the_bridge(request: Request) -> Bridge:
+async def the_bridge(request: Request) -> Bridge:
     bridge: Bridge = request.app.state.bridge
     return bridge
 
 
-def the_jobs(request: Request) -> JobDesk:
+async def the_jobs(request: Request) -> JobDesk:
     jobs: JobDesk = request.app.state.jobs
     return jobs
 
 
-def the_admin(request: Request) -> Admin:
+async def the_admin(request: Request) -> Admin:
     admin: Admin = request.app.state.admin
     return admin
 
@@ -206,10 +229,13 @@ async def put_request(  # noqa: PLR0917 - FastAPI passes what the signature decl
 HEARD_EVERY = 5.0
 
 
-@router.get("/sessions/{session_id}/events", response_model=EventPage)
+@router.get(
+    "/sessions/{session_id}/events",
+    response_model=EventPage,
+    responses={200: {"content": {EVENT_STREAM: {}}}},
+)
 async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     request: Request,
-    response: Response,
     bridge: TheBridge,
     session_id: str,
     user: User,
@@ -217,119 +243,45 @@ async def events(  # noqa: PLR0917 - FastAPI passes what the signature declares
     wait: Annotated[float, Query(ge=0, le=MAX_WAIT, allow_inf_nan=False)] = 0.0,
     horizon: Annotated[int | None, Query(ge=0, le=MAX_TIME)] = None,
     watch: bool = False,
+    accept: Annotated[str, Header()] = "",
+    last_event_id: Annotated[str | None, Header()] = None,
 ) -> Response:
     """Events numbered above ``after``; waits up to ``wait`` seconds for the first one, or
     until the server stops. ``horizon``: from this time on, no change of the view held after
     event ``after`` can alter the selector's choice; such changes are not sent until one that
     can comes (an older bridge ignores it and sends them all). ``watch``: the reader follows
-    the session (a web page), it is not its launcher: its polls keep no session alive."""
+    the session (a web page), it is not its launcher: its polls keep no session alive.
+
+    With ``Accept: text/event-stream``, a stream of them instead (``wait`` is not used): each
+    event as it comes, until the server stops; ``Last-Event-ID`` resumes after that event.
+    Its launcher gives its horizons by ``PUT .../horizon``."""
     told = None if watch else horizon
-    return await long_poll(
+    if EVENT_STREAM not in accept:
+        return await long_poll(
+            request,
+            session_id,
+            wait,
+            lambda: bridge.listen(user, session_id, after, horizon=told, watcher=watch),
+        )
+    if last_event_id is not None:
+        if (
+            not (last_event_id.isascii() and last_event_id.isdigit())
+            or int(last_event_id) > MAX_SEQ
+        ):
+            raise Invalid(f"Last-Event-ID must be an event number, got {last_event_id[:40]!r}")
+        after = max(after, int(last_event_id))
+    return await event_stream(
         request,
-        response,
         session_id,
-        wait,
-        lambda: bridge.listen(user, session_id, after, horizon=told, watcher=watch),
+        lambda: bridge.listen(user, session_id, after, horizon=told, watcher=watch, stream=True),
     )
 
 
-class Reads:
-    """The reads of woken long polls, gathered: those woken in one turn of the loop (a pass
-    that changed a thousand views wakes a thousand) are read by one call in a worker thread,
-    not a thousand, each of which would cost a hop there and back."""
-
-    def __init__(self) -> None:
-        self.pending: list[tuple[Callable[[], Any], asyncio.Future[Any]]] = []
-
-    async def read(self, call: Callable[[], Any]) -> Any:
-        loop = asyncio.get_running_loop()
-        done: asyncio.Future[Any] = loop.create_future()
-        if not self.pending:  # after the other polls woken in this turn asked too
-            loop.call_soon(lambda: loop.create_task(self._run()))
-        self.pending.append((call, done))
-        return await done
-
-    async def _run(self) -> None:
-        calls, self.pending = self.pending, []
-        outcomes = await blocking(lambda: [_outcome(call) for call, _ in calls])
-        for (_, done), (value, error) in zip(calls, outcomes, strict=True):
-            if done.cancelled():
-                continue
-            if error is None:
-                done.set_result(value)
-            else:
-                done.set_exception(error)
-
-
-def _outcome(call: Callable[[], Any]) -> tuple[Any, BaseException | None]:
-    try:
-        return call(), None
-    except Exception as error:  # handed to its own poll, which answers with it
-        return None, error
-
-
-async def long_poll(
-    request: Request,
-    response: Response,
-    session_id: str,
-    wait: float,
-    listen: Callable[[], Listening],
-) -> Response:
-    """The events ``listen`` finds (those of ``session_id`` after some number), waiting up to
-    ``wait`` seconds for the first one, or until the server stops: the long poll of both API
-    versions. The answer is an :class:`EventPage` made of the events' JSON as stored.
-
-    The store is read when the poll comes and each time the session's events change (the
-    notifier wakes it), never on a timer: while it waits, the notifier's one timer tells the
-    bridge every ``HEARD_EVERY`` seconds that its launcher is alive (in memory). A stop
-    answers at once with nothing new: the launcher polls again and finds the bridge gone."""
-    notifier = request.app.state.notifier
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + wait
-    waiter = notifier.register(session_id)
-    try:
-        reads: Reads = request.app.state.reads
-        listening: Listening = await reads.read(listen)
-        found = listening.first
-        if not found and not notifier.stopping and loop.time() < deadline:
-            notifier.keep_alive(waiter, listening.alive)
-            found = await _until_told(waiter, notifier, deadline, reads, listening)
-        headers = {"connection": "close"} if notifier.stopping else None
-        # The stored JSON of each event, validated when it was written: no parsing again.
-        body = '{"events":[' + ",".join(found) + "]}"
-        return Response(body, media_type="application/json", headers=headers)
-    finally:
-        notifier.unregister(session_id, waiter)
-
-
-async def _until_told(
-    waiter: asyncio.Event,
-    notifier: Notifier,
-    deadline: float,
-    reads: Reads,
-    listening: Listening,
-) -> list[str]:
-    """Wait for the session's events until ``deadline`` or the stop (then nothing): woken by
-    the notifier, or by one timer at the deadline (no task, no timeout per wake-up)."""
-    expired = False
-
-    def expire() -> None:
-        nonlocal expired
-        expired = True
-        waiter.set()
-
-    timer = asyncio.get_running_loop().call_at(deadline, expire)
-    try:
-        while True:
-            await waiter.wait()
-            if expired or notifier.stopping:
-                return []
-            waiter.clear()  # before the read: a change committed during it wakes again
-            found: list[str] = await reads.read(listening.read)
-            if found:
-                return found
-    finally:
-        timer.cancel()
+@router.put("/sessions/{session_id}/horizon", status_code=204)
+async def put_horizon(bridge: TheBridge, session_id: str, body: HorizonBody, user: User) -> None:
+    """A streaming launcher's horizon for the view after event ``body.after`` (see ``horizon``
+    of the events' read): kept in memory, never waits."""
+    await blocking(lambda: bridge.horizon(user, session_id, body.after, body.horizon))
 
 
 @router.post("/sessions/{session_id}/done")

@@ -37,12 +37,12 @@ TAG = "v2: evolving applications"
 router = APIRouter(responses=ERRORS, tags=[TAG])
 
 
-def the_bridge(request: Request) -> Bridge:
+async def the_bridge(request: Request) -> Bridge:
     bridge: Bridge = request.app.state.bridge
     return bridge
 
 
-def the_evolving(request: Request) -> Evolving:
+async def the_evolving(request: Request) -> Evolving:
     """``bridge.evolving``, which the composition root sets (a bridge assembled without it
     answers v2 with a 404, as a daemon older than v2 would)."""
     evolving: Evolving | None = getattr(request.app.state.bridge, "evolving", None)
@@ -150,7 +150,7 @@ async def end(evolving: TheEvolving, session_id: str, user: User) -> StateAnswer
     return answer
 
 
-def the_request_jobs(request: Request) -> RequestJobs:
+async def the_request_jobs(request: Request) -> RequestJobs:
     """The jobs of requests, which the composition root sets (none: a 404, as for v2)."""
     jobs: RequestJobs | None = getattr(request.app.state, "request_jobs", None)
     if jobs is None:

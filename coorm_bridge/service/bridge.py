@@ -12,9 +12,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from pydantic import ValidationError
@@ -31,6 +30,7 @@ from coorm_bridge.service.config import Config
 from coorm_bridge.service.due import Due
 from coorm_bridge.service.errors import Conflict, Invalid, NotFound
 from coorm_bridge.service.limits import UserLimits
+from coorm_bridge.service.listening import Listening
 from coorm_bridge.service.occupancy import occupancy
 from coorm_bridge.service.passes import PassRunner, session_end
 from coorm_bridge.service.polling import Poller
@@ -48,15 +48,6 @@ if TYPE_CHECKING:
     from coorm_bridge.service.evolving import Evolving
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class Listening:
-    """A long poll's hold on a session: see :meth:`Bridge.listen`."""
-
-    first: list[str]
-    alive: Callable[[], None]
-    read: Callable[[], list[str]]
 
 
 class Bridge:
@@ -271,7 +262,7 @@ class Bridge:
         """The events a launcher's long poll would get at once (its first read, validated):
         :meth:`listen` for callers that do not wait."""
         listening = self.listen(user, session_id, after, horizon=horizon)
-        return [EVENTS.validate_json(body) for body in listening.first]
+        return [EVENTS.validate_json(body) for _, body in listening.first]
 
     def listen(
         self,
@@ -282,32 +273,36 @@ class Bridge:
         horizon: int | None = None,
         *,
         watcher: bool = False,
+        stream: bool = False,
     ) -> Listening:
-        """A long poll's first read (the events' JSON, as stored), and what it calls while it
-        waits: ``alive`` (in memory, its launcher is alive) and ``read`` (the events again,
-        without checking the caller again: it was allowed once). It reads without the bridge's
-        lock or the store's writer, so launchers are never held up by a pass in progress.
+        """A reader's hold on the session's events after ``after``, with its first read
+        (:class:`~.listening.Listening`): a long poll's, or a stream's (``stream``).
         ``horizon``: the owner's launcher's word on its last choice (:mod:`.quiet`).
         ``watcher``: a page or a terminal following the session, not its launcher: its reads
         keep nothing alive and say nothing of what the launcher read."""
         owner = self.store.owner(session_id)
         if owner is None or (owner != user and not self.is_admin(user)):
             raise NotFound(f"no session {session_id} of yours")
-        launcher = owner == user and not watcher
+        return Listening(
+            store=self.store,
+            silence=self.silence,
+            quiet=self.quiet,
+            now=self.now,
+            session_id=session_id,
+            after=after,
+            limit=limit,
+            horizon=horizon,
+            launcher=owner == user and not watcher,
+            stream=stream,
+        )
 
-        def alive() -> None:
-            if launcher:
-                self.silence.heard(session_id, self.now())
-                self.quiet.heard(session_id, after, horizon)
-
-        def read() -> list[str]:
-            alive()
-            try:
-                return self.store.event_bodies(session_id, after=after, limit=limit)
-            except KeyError:
-                raise NotFound(f"no session {session_id} of yours") from None
-
-        return Listening(read(), alive, read)
+    def horizon(self, user: str, session_id: str, after: int, horizon: int | None) -> None:
+        """A streaming launcher's word on its choice on the view after event ``after``
+        (:mod:`.quiet`): what its long poll would have said with ``?horizon=``. Its owner's
+        only; kept in memory, like the horizons long polls give."""
+        if self.store.owner(session_id) != user:
+            raise NotFound(f"no session {session_id} of yours")
+        self.quiet.heard(session_id, after, horizon)
 
     # -- the site ---------------------------------------------------------------------------
 

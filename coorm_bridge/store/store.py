@@ -260,22 +260,26 @@ class Store(JobQueries, DrainQueries, MetaQueries):
     def events(self, session_id: str, after: int = 0, limit: int = 1000) -> list[Event]:
         """The session's committed events numbered above ``after``, oldest first, at most
         ``limit``; KeyError for an unknown session."""
-        return [EVENTS.validate_json(body) for body in self.event_bodies(session_id, after, limit)]
+        return [
+            EVENTS.validate_json(body) for _, body in self.event_bodies(session_id, after, limit)
+        ]
 
-    def event_bodies(self, session_id: str, after: int = 0, limit: int = 1000) -> list[str]:
-        """:meth:`events` as their JSON, as stored (validated when written): what a long poll
-        sends, without parsing and serialising each again."""
+    def event_bodies(
+        self, session_id: str, after: int = 0, limit: int = 1000
+    ) -> list[tuple[int, str]]:
+        """:meth:`events` as their numbers and JSON, as stored (validated when written): what a
+        long poll or an event stream sends, without parsing and serialising each again."""
         if after < 0 or limit < 1:
             raise ValueError(f"need after >= 0 and limit >= 1, got after={after}, limit={limit}")
         rows = self._snapshot_read(
-            "SELECT body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+            "SELECT seq, body FROM events WHERE session_id = ? AND seq > ? ORDER BY seq LIMIT ?",
             (session_id, after, limit),
         )
         if not rows and not self._snapshot_read(
             "SELECT 1 FROM sessions WHERE id = ?", (session_id,)
         ):
             raise KeyError(session_id)
-        return [str(row[0]) for row in rows]
+        return [(int(row[0]), str(row[1])) for row in rows]
 
     def last_seq(self, session_id: str) -> int:
         """The session's last event number, 0 before the first; KeyError if unknown."""

@@ -307,7 +307,7 @@ def test_connection_error_is_unreachable(mock: responses.RequestsMock, client: B
 
 def test_follow_resumes_from_the_last_event(mock: responses.RequestsMock):
     delays: list[float] = []
-    client = BridgeClient(URL, sleep=delays.append)
+    client = BridgeClient(URL, sleep=delays.append, stream=False)
     down = requests.ConnectionError("refused")
     restarting = {"error": "unavailable", "detail": "starting up"}
     mock.get(events_url(), json=page(event(1), event(2)), match=polled(0))
@@ -327,9 +327,8 @@ def test_follow_resumes_from_the_last_event(mock: responses.RequestsMock):
     assert delays == [1.0, 2.0, 4.0, 1.0, 1.0]  # doubling, reset by each answered poll
 
 
-def test_follow_stops_at_ended_and_skips_repeats(
-    mock: responses.RequestsMock, client: BridgeClient
-):
+def test_follow_stops_at_ended_and_skips_repeats(mock: responses.RequestsMock):
+    client = BridgeClient(URL, timeout=5.0, sleep=no_sleep, stream=False)
     mock.get(events_url(), json=page(event(1)), match=polled(0))
     # A misbehaving daemon resending event 1 must not make the launcher see it twice.
     mock.get(events_url(), json=page(event(1), event(2, "ended"), event(3)), match=polled(1))
@@ -341,7 +340,7 @@ def test_follow_stops_at_ended_and_skips_repeats(
 
 def test_follow_backoff_is_capped(mock: responses.RequestsMock):
     delays: list[float] = []
-    client = BridgeClient(URL, sleep=delays.append)
+    client = BridgeClient(URL, sleep=delays.append, stream=False)
     for _ in range(5):
         mock.get(events_url(), body=requests.ConnectionError("refused"), match=polled(7, "5"))
     mock.get(events_url(), json=page(event(8, "ended")), match=polled(7, "5"))
@@ -350,7 +349,8 @@ def test_follow_backoff_is_capped(mock: responses.RequestsMock):
     assert delays == [0.5, 1.0, 2.0, 3.0, 3.0]
 
 
-def test_follow_raises_refusals(mock: responses.RequestsMock, client: BridgeClient):
+def test_follow_raises_refusals(mock: responses.RequestsMock):
+    client = BridgeClient(URL, timeout=5.0, sleep=no_sleep, stream=False)
     mock.get(events_url(), json=page(event(1)), match=polled(0))
     gone = {"error": "not_found", "detail": "no session s1"}
     mock.get(events_url(), status=404, json=gone, match=polled(1))

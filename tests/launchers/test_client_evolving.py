@@ -3,6 +3,7 @@ errors as v1's, and a follow that goes on past a request's end to the session's.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
@@ -127,10 +128,15 @@ def test_follow_goes_past_a_requests_end_to_the_sessions(mock, client):
         {"seq": 3, "time": 25, "type": "ended", "request": "r1", "state": "finished"},
         {"seq": 4, "time": 40, "type": "ended", "state": "finished"},
     ]
+    stream = "".join(f"id: {e['seq']}\ndata: {json.dumps(e)}\n\n" for e in events)
     mock.get(
         f"{V2}/s1/events",
-        json={"events": events},
-        match=[matchers.query_param_matcher({"after": "0", "wait": "30"})],
+        body=stream,
+        content_type="text/event-stream",
+        match=[
+            matchers.query_param_matcher({"after": "0"}),
+            matchers.header_matcher({"accept": "text/event-stream"}),
+        ],
     )
     seen = list(client.follow("s1"))
     assert [e.seq for e in seen] == [1, 2, 3, 4]

@@ -1,0 +1,80 @@
+"""The event stream in process, on a real server: a stream with nothing to say sends a comment
+every ``STREAM_PING`` seconds (what tells its reader the bridge is there), and a streaming
+launcher's horizon, given beside it, is the one the bridge keeps for its session."""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import requests
+
+from coorm_bridge.http import waiting
+from coorm_bridge.http.app import create_app
+from coorm_bridge.http.server import BackgroundServer
+from tests.http.api import ALICE, BOB
+from tests.http.test_api import assert_error, auth, subscribe
+
+
+@pytest.fixture
+def server(service, monkeypatch) -> Iterator[str]:
+    """The daemon's app on loopback TCP, its streams silent 0.2 s at most; its base URL."""
+    monkeypatch.setattr(waiting, "STREAM_PING", 0.2)
+    app = create_app(service, tokens={ALICE: "alice", BOB: "bob"})
+    folder = Path(tempfile.mkdtemp(prefix="cbs-", dir="/tmp"))
+    server = BackgroundServer(
+        app, unix_path=folder / "b.sock", tcp=("127.0.0.1", 0), on_stopping=app.state.notifier.stop
+    )
+    try:
+        server.start()
+        yield server.addresses[1]
+    finally:
+        server.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_a_silent_stream_says_the_bridge_is_there_every_ping(server):
+    with requests.Session() as http:
+        sid = http.post(f"{server}/v1/sessions", json={}, headers=auth()).json()["session"]
+        headers = auth() | {"accept": "text/event-stream"}
+        with http.get(
+            f"{server}/v1/sessions/{sid}/events", headers=headers, stream=True, timeout=30
+        ) as answer:
+            text = ""
+            for chunk in answer.iter_content(chunk_size=None):
+                text += chunk.decode()
+                if text.count(":\n\n") >= 3:
+                    break
+    first, _, rest = text.partition("\n\n")
+    assert first.startswith("id: 1\ndata: {")  # the view it had, then nothing but comments
+    assert rest == ":\n\n" * 3
+
+
+def test_a_streaming_launchers_horizon_is_kept_for_its_session(client, bridge):
+    sid = subscribe(client)
+    answer = client.put(
+        f"/v1/sessions/{sid}/horizon", json={"after": 1, "horizon": 5000}, headers=auth()
+    )
+    assert answer.status_code == 204
+    assert bridge.quiet.horizon(sid, 1) == 5000
+    # For a later view the horizon says nothing; None: every change matters again.
+    assert bridge.quiet.horizon(sid, 2) is None
+    client.put(f"/v1/sessions/{sid}/horizon", json={"after": 1, "horizon": None}, headers=auth())
+    assert bridge.quiet.horizon(sid, 1) is None
+
+
+def test_only_the_owner_gives_a_horizon_and_a_bad_one_changes_nothing(client, bridge):
+    sid = subscribe(client)
+    client.put(f"/v1/sessions/{sid}/horizon", json={"after": 1, "horizon": 700}, headers=auth())
+    other = client.put(
+        f"/v1/sessions/{sid}/horizon", json={"after": 1, "horizon": 9}, headers=auth(BOB)
+    )
+    assert_error(other, 404, "not_found")
+    for bad in ({"after": -1, "horizon": 9}, {"after": 1}, {"after": 1, "horizon": "soon"}):
+        assert (
+            client.put(f"/v1/sessions/{sid}/horizon", json=bad, headers=auth()).status_code == 422
+        )
+    assert bridge.quiet.horizon(sid, 1) == 700
