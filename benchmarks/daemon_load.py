@@ -576,7 +576,9 @@ def start_daemon(folder: Path, port: int, token: str) -> subprocess.Popen[bytes]
     (folder / "platform.toml").write_text(PLATFORM)
     config = folder / "bridge.toml"
     config.write_text(
-        CONFIG.format(dir=folder, port=port, token=token, total=19_000, per_peer=5_000)
+        # A launcher's stream has a connection of its own, as coorm-launch's event thread has:
+        # while it subscribes again, it holds two.
+        CONFIG.format(dir=folder, port=port, token=token, total=19_000, per_peer=8_000)
     )
     config.chmod(0o600)
     code = "import sys; from coorm_bridge.cli.main import main; sys.exit(main())"
