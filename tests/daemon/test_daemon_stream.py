@@ -219,9 +219,7 @@ def test_a_stop_ends_every_stream_at_once_and_the_launcher_resumes_after_the_res
 
 def test_an_open_stream_keeps_its_session_alive_and_a_silent_one_does_not(make_daemon):
     port = daemons.free_port()
-    config = daemons.config(
-        port=port, tokens={TOKEN: "alice"}, session_timeout=10, admins=["root"]
-    )
+    config = daemons.config(port=port, tokens={TOKEN: "alice"}, session_timeout=10, admins=["root"])
     daemon = make_daemon(config, daemons.PLATFORM, port, cls=daemons.Daemon).start()
     with daemon.client(TOKEN) as alice:
         kept, silent = (alice.subscribe(Filter(clusters=("c1",))).session for _ in range(2))
