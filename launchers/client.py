@@ -440,10 +440,8 @@ class BridgeClient:
                 timeout=(self.timeout, read_timeout(self.timeout)),
                 verify=self._verify,
             )
-        except (requests.ConnectionError, requests.Timeout) as error:
-            raise BridgeUnreachable(f"no answer from the bridge at {self.url}: {error}") from error
         except requests.RequestException as error:
-            raise BridgeError(0, "request_failed", f"GET {url}: {error}") from error
+            raise self._failure(error, f"GET {url}") from error
         if not answer.ok:
             with answer:
                 raise _refusal(answer)
@@ -455,6 +453,22 @@ class BridgeClient:
             raise BridgeError(200, "bad_answer", f"GET {url}: {error}") from None
 
     # -- plumbing --------------------------------------------------------------------------
+
+    def _failure(self, error: requests.RequestException, call: str) -> BridgeError:
+        """What a call that got no answer raises: unreachable (worth retrying), a certificate
+        this client does not trust (not), or another failure of the request."""
+        if isinstance(error, requests.exceptions.SSLError):
+            untrusted = _verification_failure(error)
+            if untrusted is None:  # a handshake cut short (a daemon stopping): worth retrying
+                return BridgeUnreachable(f"no TLS answer from {self.url}: {error}")
+            return UntrustedBridge(
+                f"the bridge at {self.url} presented a certificate this client does not trust "
+                f"({untrusted.verify_message}): give verify= (--ca FILE to coorm-bridge status, "
+                "or $REQUESTS_CA_BUNDLE) the CA that signed it"
+            )
+        if isinstance(error, requests.ConnectionError | requests.Timeout):
+            return BridgeUnreachable(f"no answer from the bridge at {self.url}: {error}")
+        return BridgeError(0, "request_failed", f"{call}: {error}")
 
     def _call(
         self,
@@ -477,19 +491,8 @@ class BridgeClient:
                 timeout=self.timeout if timeout is None else timeout,
                 verify=self._verify,
             )
-        except requests.exceptions.SSLError as error:
-            untrusted = _verification_failure(error)
-            if untrusted is None:  # a handshake cut short (a daemon stopping): worth retrying
-                raise BridgeUnreachable(f"no TLS answer from {self.url}: {error}") from error
-            raise UntrustedBridge(
-                f"the bridge at {self.url} presented a certificate this client does not trust "
-                f"({untrusted.verify_message}): give verify= (--ca FILE to coorm-bridge status, "
-                "or $REQUESTS_CA_BUNDLE) the CA that signed it"
-            ) from error
-        except (requests.ConnectionError, requests.Timeout) as error:
-            raise BridgeUnreachable(f"no answer from the bridge at {self.url}: {error}") from error
         except requests.RequestException as error:
-            raise BridgeError(0, "request_failed", f"{method} {url}: {error}") from error
+            raise self._failure(error, f"{method} {url}") from error
         if not answer.ok:
             raise _refusal(answer)
         if answer.status_code == 204:  # no content: an answer of None

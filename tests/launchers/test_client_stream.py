@@ -5,6 +5,7 @@ beside it, and long polls from then on when the bridge predates streams."""
 from __future__ import annotations
 
 import json
+import ssl
 from collections.abc import Iterator
 
 import pytest
@@ -12,7 +13,7 @@ import requests
 import responses
 from responses import matchers
 
-from coorm_bridge.launchers.client import BridgeClient, BridgeError
+from coorm_bridge.launchers.client import BridgeClient, BridgeError, UntrustedBridge
 from tests.launchers.test_client import URL, event, events_url, page, polled
 
 STREAM = "text/event-stream"
@@ -120,3 +121,15 @@ def test_an_unreadable_event_is_a_clear_error(mock):
         next(client.follow("s1"))
     assert caught.value.code == "bad_answer"
     assert "unreadable event 1" in caught.value.detail
+
+
+def test_a_stream_from_an_untrusted_bridge_is_refused_not_retried(mock):
+    client = BridgeClient(
+        URL, sleep=lambda delay: pytest.fail("an untrusted bridge is not retried")
+    )
+    untrusted = ssl.SSLCertVerificationError(1, "certificate verify failed")
+    untrusted.verify_message = "self-signed certificate"
+    mock.get(events_url(), body=requests.exceptions.SSLError(untrusted), match=streamed(0))
+    with pytest.raises(UntrustedBridge) as caught:
+        next(client.follow("s1"))
+    assert "self-signed certificate" in caught.value.detail
