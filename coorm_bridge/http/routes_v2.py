@@ -210,10 +210,12 @@ router.add_api_route(
     routes.events,
     methods=["GET"],
     response_model=EventPage,
-    summary="Long poll of the session's events",
+    responses={200: {"content": {"text/event-stream": {}}}},
+    summary="Long poll or stream of the session's events",
     description=(
         "As v1's: events numbered above ``after``, waiting up to ``wait`` seconds for the "
-        "first. Each ``start``, ``ended`` and ``killed`` names its ``request``; ``change`` "
+        "first, or a stream of them with ``Accept: text/event-stream``. Each ``start``, "
+        "``ended`` and ``killed`` names its ``request``; ``change`` "
         "carries the ``preemptible`` view's changes and the waiting requests' ``estimates``; "
         "``preempt`` asks a preemptible request for ``hosts`` back by ``deadline``."
     ),
