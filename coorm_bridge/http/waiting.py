@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -29,10 +30,13 @@ from fastapi.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from coorm_bridge.protocol import STREAM_PING
+from coorm_bridge.service.errors import NotFound
 from coorm_bridge.service.listening import Listening
 
 if TYPE_CHECKING:
     from coorm_bridge.http.app import Notifier
+
+log = logging.getLogger(__name__)
 
 #: The media type that asks ``GET .../events`` for a stream.
 EVENT_STREAM = "text/event-stream"
@@ -175,7 +179,7 @@ class EventStream(Response):
     async def _follow(self, send: Send) -> None:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + STREAM_PING
-        while True:
+        while not self.notifier.stopping:  # one that came during the stop ends at once
             woken = await _woken(self.waiter, deadline)
             if self.gone:
                 return
@@ -187,7 +191,10 @@ class EventStream(Response):
                 continue
             try:
                 found = await self.reads.read(self.listening.read)
-            except Exception:  # the session is gone (purged): its reader is told by a 404
+            except NotFound:  # the session is gone (purged): its reader is told by a 404
+                break
+            except Exception:  # its reader reconnects, and reads again
+                log.exception("the event stream of session %s failed", self.session_id)
                 break
             if found:
                 await self._send(found, send)

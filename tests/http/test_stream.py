@@ -20,10 +20,13 @@ from tests.http.test_api import assert_error, auth, subscribe
 
 
 @pytest.fixture
-def server(service, monkeypatch) -> Iterator[str]:
-    """The daemon's app on loopback TCP, its streams silent 0.2 s at most; its base URL."""
-    monkeypatch.setattr(waiting, "STREAM_PING", 0.2)
-    app = create_app(service, tokens={ALICE: "alice", BOB: "bob"})
+def app(service):
+    return create_app(service, tokens={ALICE: "alice", BOB: "bob"})
+
+
+@pytest.fixture
+def server(app) -> Iterator[str]:
+    """The daemon's app on loopback TCP; its base URL."""
     folder = Path(tempfile.mkdtemp(prefix="cbs-", dir="/tmp"))
     server = BackgroundServer(
         app, unix_path=folder / "b.sock", tcp=("127.0.0.1", 0), on_stopping=app.state.notifier.stop
@@ -36,7 +39,8 @@ def server(service, monkeypatch) -> Iterator[str]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def test_a_silent_stream_says_the_bridge_is_there_every_ping(server):
+def test_a_silent_stream_says_the_bridge_is_there_every_ping(server, monkeypatch):
+    monkeypatch.setattr(waiting, "STREAM_PING", 0.2)
     with requests.Session() as http:
         sid = http.post(f"{server}/v1/sessions", json={}, headers=auth()).json()["session"]
         headers = auth() | {"accept": "text/event-stream"}
@@ -51,6 +55,18 @@ def test_a_silent_stream_says_the_bridge_is_there_every_ping(server):
     first, _, rest = text.partition("\n\n")
     assert first.startswith("id: 1\ndata: {")  # the view it had, then nothing but comments
     assert rest == ":\n\n" * 3
+
+
+def test_a_stream_that_comes_during_the_stop_ends_at_once_with_what_there_is(server, app):
+    with requests.Session() as http:
+        sid = http.post(f"{server}/v1/sessions", json={}, headers=auth()).json()["session"]
+        app.state.notifier.stopping = True  # the stop began: its hook woke those waiting then
+        headers = auth() | {"accept": "text/event-stream"}
+        # Silent for 30 s (STREAM_PING) at most otherwise: far more than this timeout.
+        answer = http.get(f"{server}/v1/sessions/{sid}/events", headers=headers, timeout=10)
+    assert answer.text.startswith("id: 1\ndata: {")
+    assert answer.text.endswith("\n\n")
+    assert ":\n\n" not in answer.text  # not one ping: it did not wait
 
 
 def test_a_streaming_launchers_horizon_is_kept_for_its_session(client, bridge):
